@@ -1,0 +1,55 @@
+# Two commands on a fresh machine: `make demo` and `make test`. Both set up .venv themselves.
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+export INCREMENTAL_WAREHOUSE ?= $(CURDIR)/warehouse
+export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
+SAMPLE_LAKE ?= $(CURDIR)/sample_lake/events
+DEMO_START  ?= 2026-01-05
+DEMO_DAYS   ?= 7
+DEMO_EVENTS ?= 200000
+
+.PHONY: help setup check-prereqs demo test ui validate bench bench-small clean
+
+help:
+	@echo "make demo    set up, generate a sample event lake, run the pipeline on it"
+	@echo "make test    set up and run the test suite"
+	@echo "make ui      open the Dagster UI (dagster dev) on 127.0.0.1:3000"
+	@echo "make bench   benchmarks (not tests); make bench-small for a quick look"
+
+check-prereqs:
+	@command -v $(PYTHON) >/dev/null 2>&1 && $(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' \
+	  || { echo "error: Python 3.11 is required (looked for '$(PYTHON)'): install python3.11 or run 'make PYTHON=/path/to/python3.11 ...'"; exit 1; }
+	@command -v java >/dev/null 2>&1 && java -version 2>&1 | awk -F'"' '/version/ {split($$2, v, "."); exit !(v[1] >= 17)}' \
+	  || { echo "error: Java 17 or newer is required for Spark: install a JDK 17 (e.g. 'apt-get install openjdk-17-jdk-headless') and put 'java' on PATH"; exit 1; }
+
+$(STAMP): pyproject.toml | check-prereqs
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	@touch $(STAMP)
+
+setup: check-prereqs $(STAMP)
+
+demo: setup
+	$(BIN)/python -m incremental_assets.demo --lake $(SAMPLE_LAKE) --start $(DEMO_START) --days $(DEMO_DAYS) --events $(DEMO_EVENTS)
+
+test: setup
+	$(BIN)/python -m pytest
+
+validate: setup
+	$(BIN)/dagster definitions validate
+
+ui: setup
+	$(BIN)/dagster dev -h 127.0.0.1 -p 3000
+
+bench: setup
+	$(BIN)/python -m bench.run
+
+bench-small: setup
+	$(BIN)/python -m bench.run --small
+
+clean:
+	rm -rf warehouse sample_lake .dagster_home spark-warehouse

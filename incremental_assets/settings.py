@@ -1,0 +1,271 @@
+"""Every pipeline variable, validated in one place.
+
+Values come from, in increasing priority: the defaults below, environment variables
+`INCREMENTAL_<NAME>` (lists comma-separated), and Dagster config of the `settings`
+resource (launchpad or run config). A bad value raises `SettingsError` naming the setting,
+the value and what is accepted, before anything is read or written.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields, replace
+from datetime import date, datetime, time, timedelta, timezone
+from pathlib import Path
+from typing import Any, Mapping
+
+ENV_PREFIX = "INCREMENTAL_"
+RUN_TYPES = ("incremental", "last_n_days")
+TABLE_ENGINES = ("auto", "delta-rs", "delta-spark")
+
+
+class SettingsError(ValueError):
+    """A setting has a value the pipeline cannot run with."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    # Snowplow's variable names, without the `snowplow__` prefix.
+    start_date: datetime = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    backfill_limit_days: int = 30
+    lookback_window_hours: float = 6.0
+    max_session_days: int = 3
+    days_late_allowed: int = 3
+    session_lookback_days: int = 730
+    reprocess_days: int = 1
+    min_rows_to_process: int = 1
+    app_ids: tuple[str, ...] = ()  # empty: every app id
+    event_names: tuple[str, ...] = ()  # empty: every event name
+    run_type: str = "incremental"
+    attributes_as_of: date | None = None  # None: today (UTC) when the run starts
+    grace_period: str = "PT1H"
+    abstinent_period: str = "PT0S"
+    warehouse: str = "warehouse"
+    source_path: str = "sample_lake/events"
+    table_engine: str = "auto"
+    # Operations (not Snowplow's): automatic release of FAILED manifest items, sensor cadence,
+    # and how old a PROCESSING lock may get before the stale-lock check warns.
+    auto_resolve_failures: bool = False
+    sensor_interval_seconds: int = 300
+    max_lock_age_hours: float = 6.0
+
+    # -- derived values -------------------------------------------------------------
+    @property
+    def warehouse_path(self) -> Path:
+        return Path(self.warehouse).expanduser().resolve()
+
+    @property
+    def source(self) -> str:
+        if "://" in self.source_path:
+            return self.source_path
+        return str(Path(self.source_path).expanduser().resolve())
+
+    def table_path(self, name: str) -> str:
+        """Where table `name` lives; names are fixed identifiers, never user input."""
+        if not name.replace("_", "").isalnum():
+            raise SettingsError(f"table name {name!r} is not a plain identifier")
+        if "://" in self.warehouse:
+            return self.warehouse.rstrip("/") + "/" + name
+        return str(self.warehouse_path / name)
+
+    @property
+    def grace(self) -> timedelta:
+        return _fixed_duration("grace_period", self.grace_period)
+
+    @property
+    def abstinent(self) -> timedelta:
+        return _fixed_duration("abstinent_period", self.abstinent_period)
+
+    def as_of_date(self, now: datetime) -> date:
+        return self.attributes_as_of or now.astimezone(timezone.utc).date()
+
+    def describe(self) -> dict[str, str]:
+        """Settings as strings, for metadata and the CLI."""
+        out = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, tuple):
+                value = ",".join(value) or "(all)"
+            elif isinstance(value, datetime):
+                value = value.isoformat()
+            out[f.name] = "" if value is None else str(value)
+        return out
+
+    # -- construction ---------------------------------------------------------------
+    @classmethod
+    def load(cls, overrides: Mapping[str, Any] | None = None,
+             environ: Mapping[str, str] | None = None) -> "Settings":
+        """Defaults, then `INCREMENTAL_*` environment variables, then `overrides`."""
+        environ = os.environ if environ is None else environ
+        raw: dict[str, Any] = {}
+        names = {f.name for f in fields(cls)}
+        for name in names:
+            env_name = ENV_PREFIX + name.upper()
+            if env_name in environ and environ[env_name] != "":
+                raw[name] = environ[env_name]
+        for name, value in (overrides or {}).items():
+            if name not in names:
+                raise SettingsError(
+                    f"unknown setting {name!r}; known settings: {', '.join(sorted(names))}")
+            if value is not None:
+                raw[name] = value
+        return cls.from_values(raw)
+
+    @classmethod
+    def from_values(cls, raw: Mapping[str, Any]) -> "Settings":
+        parsed = {name: _PARSERS[name](name, value) for name, value in raw.items()}
+        settings = replace(cls(), **parsed)
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        _at_least("backfill_limit_days", self.backfill_limit_days, 1)
+        _at_least("lookback_window_hours", self.lookback_window_hours, 0)
+        _at_least("max_session_days", self.max_session_days, 1)
+        _at_least("days_late_allowed", self.days_late_allowed, 0)
+        _at_least("session_lookback_days", self.session_lookback_days, 1)
+        _at_least("reprocess_days", self.reprocess_days, 0)
+        _at_least("min_rows_to_process", self.min_rows_to_process, 1)
+        _at_least("sensor_interval_seconds", self.sensor_interval_seconds, 30)
+        _at_least("max_lock_age_hours", self.max_lock_age_hours, 0)
+        if self.run_type not in RUN_TYPES:
+            raise SettingsError(
+                f"run_type={self.run_type!r} is not accepted; use one of {', '.join(RUN_TYPES)}")
+        if self.table_engine not in TABLE_ENGINES:
+            raise SettingsError(
+                f"table_engine={self.table_engine!r} is not accepted; use one of "
+                f"{', '.join(TABLE_ENGINES)}")
+        _fixed_duration("grace_period", self.grace_period)
+        _fixed_duration("abstinent_period", self.abstinent_period)
+        for name in ("app_ids", "event_names"):
+            for item in getattr(self, name):
+                if not item or any(c in item for c in "\n\r\x00"):
+                    raise SettingsError(f"{name} contains an empty or control-character value {item!r}")
+        for name in ("warehouse", "source_path"):
+            value = getattr(self, name)
+            if not value or "\x00" in value:
+                raise SettingsError(f"{name}={value!r} is not a usable path")
+        if "://" not in self.warehouse and self.warehouse_path.exists() \
+                and not self.warehouse_path.is_dir():
+            raise SettingsError(
+                f"warehouse={self.warehouse!r} is a file; it must be a directory (or not exist yet)")
+
+
+def _at_least(name: str, value: float, minimum: float) -> None:
+    if value < minimum:
+        raise SettingsError(f"{name}={value!r} is not accepted; it must be >= {minimum}")
+
+
+def _fixed_duration(name: str, text: str) -> timedelta:
+    from incremental_assets.planning.windows import parse_duration
+
+    try:
+        duration = parse_duration(text)
+        result = duration.to_timedelta()
+    except ValueError as exc:
+        raise SettingsError(
+            f"{name}={text!r} is not accepted: {exc}. Use an ISO 8601 duration of fixed "
+            "length such as PT1H, P1D or P0DT7H") from None
+    if result < timedelta(0):
+        raise SettingsError(f"{name}={text!r} is negative; it must be >= PT0S")
+    return result
+
+
+def _parse_int(name: str, value: Any) -> int:
+    if isinstance(value, bool):
+        raise SettingsError(f"{name}={value!r} is not a whole number")
+    if isinstance(value, int):
+        return value
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        raise SettingsError(f"{name}={value!r} is not a whole number") from None
+
+
+def _parse_float(name: str, value: Any) -> float:
+    if isinstance(value, bool):
+        raise SettingsError(f"{name}={value!r} is not a number")
+    try:
+        result = float(str(value).strip()) if not isinstance(value, (int, float)) else float(value)
+    except ValueError:
+        raise SettingsError(f"{name}={value!r} is not a number") from None
+    if result != result or result in (float("inf"), float("-inf")):
+        raise SettingsError(f"{name}={value!r} is not a finite number")
+    return result
+
+
+def _parse_bool(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise SettingsError(f"{name}={value!r} is not accepted; use true or false")
+
+
+def _parse_list(name: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        items = value.split(",")
+    elif isinstance(value, (list, tuple)):
+        items = list(value)
+    else:
+        raise SettingsError(f"{name}={value!r} is not a list; give comma-separated values")
+    return tuple(str(item).strip() for item in items if str(item).strip())
+
+
+def _parse_str(name: str, value: Any) -> str:
+    return str(value).strip()
+
+
+def parse_utc_datetime(name: str, value: Any) -> datetime:
+    """A date or ISO datetime; naive values are UTC."""
+    if isinstance(value, datetime):
+        result = value
+    elif isinstance(value, date):
+        result = datetime.combine(value, time())
+    else:
+        text = str(value).strip()
+        if text.endswith("Z"):
+            text = text[:-1] + "+00:00"
+        try:
+            result = datetime.fromisoformat(text)
+        except ValueError:
+            raise SettingsError(
+                f"{name}={value!r} is not a date; use YYYY-MM-DD or an ISO 8601 datetime") from None
+    if result.tzinfo is None:
+        result = result.replace(tzinfo=timezone.utc)
+    return result.astimezone(timezone.utc)
+
+
+def _parse_date_or_none(name: str, value: Any) -> date | None:
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "today", "none")):
+        return None
+    if isinstance(value, date) and not isinstance(value, datetime):
+        return value
+    return parse_utc_datetime(name, value).date()
+
+
+_PARSERS = {
+    "start_date": parse_utc_datetime,
+    "backfill_limit_days": _parse_int,
+    "lookback_window_hours": _parse_float,
+    "max_session_days": _parse_int,
+    "days_late_allowed": _parse_int,
+    "session_lookback_days": _parse_int,
+    "reprocess_days": _parse_int,
+    "min_rows_to_process": _parse_int,
+    "app_ids": _parse_list,
+    "event_names": _parse_list,
+    "run_type": _parse_str,
+    "attributes_as_of": _parse_date_or_none,
+    "grace_period": _parse_str,
+    "abstinent_period": _parse_str,
+    "warehouse": _parse_str,
+    "source_path": _parse_str,
+    "table_engine": _parse_str,
+    "auto_resolve_failures": _parse_bool,
+    "sensor_interval_seconds": _parse_int,
+    "max_lock_age_hours": _parse_float,
+}

@@ -1,0 +1,41 @@
+"""Shared fixtures: one local Spark session for the whole test session."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PEER = REPO.parent / "shared" / "peer"
+
+# Tests must never pick up a developer's own settings.
+for _name in list(os.environ):
+    if _name.startswith("INCREMENTAL_"):
+        del os.environ[_name]
+
+TEST_SPARK_CONF = {
+    "spark.master": "local[2]",
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    "spark.driver.memory": "2g",
+    "spark.sql.adaptive.enabled": "false",
+}
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from resources.spark import get_spark
+
+    session = get_spark(TEST_SPARK_CONF)
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def peer_dir() -> Path:
+    if not PEER.is_dir():
+        pytest.skip(f"peer data not found at {PEER} (it lives in shared/ beside the checkout)")
+    return PEER
