@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from typing import Any, Mapping
 
 from dagster_pyspark import LazyPySparkResource
@@ -82,6 +83,11 @@ def get_spark(overrides: Mapping[str, Any] | None = None):
     """
     from pyspark.sql import SparkSession
 
+    # PySpark turns collected timestamps into naive datetimes in the *process* time zone;
+    # UTC everywhere makes those values mean the same instants the tables hold.
+    if os.environ.get("TZ") != "UTC":
+        os.environ["TZ"] = "UTC"
+        time.tzset()
     with _LOCK:
         active = SparkSession.getActiveSession()
         if active is not None:
@@ -106,6 +112,15 @@ class SparkResource(LazyPySparkResource):
     def _init_session(self) -> None:  # dagster-pyspark's hook, called by .spark_session
         if self._spark_session is None:
             self._spark_session = get_spark(self.spark_config)
+
+
+def as_utc(value):
+    """A datetime collected from Spark (naive, UTC) as a timezone-aware UTC datetime."""
+    from datetime import timezone
+
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.replace(tzinfo=timezone.utc)
 
 
 def spark_resource(overrides: Mapping[str, Any] | None = None) -> SparkResource:

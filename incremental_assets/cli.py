@@ -1,0 +1,165 @@
+"""`incremental-assets`: the operator's command line.
+
+Settings come from `INCREMENTAL_*` environment variables; `--warehouse` and `--source`
+are shortcuts for the two most common ones. Errors print one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from datetime import date, datetime, timezone
+
+
+def _parse_ts(text: str) -> datetime:
+    from incremental_assets.settings import parse_utc_datetime
+
+    return parse_utc_datetime("--until", text)
+
+
+def _parse_date(text: str) -> date:
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a date (YYYY-MM-DD)") from None
+
+
+def _instance():
+    from dagster import DagsterInstance
+
+    if os.environ.get("DAGSTER_HOME"):
+        os.makedirs(os.environ["DAGSTER_HOME"], exist_ok=True)
+        return DagsterInstance.get()
+    return DagsterInstance.ephemeral()
+
+
+def cmd_generate(args) -> int:
+    from incremental_assets.sources.generator import generate_events
+    from resources.spark import get_spark
+
+    summary = generate_events(get_spark(), events=args.events, days=args.days, start=args.start,
+                              out=args.out, seed=args.seed, mode="overwrite" if args.overwrite else "error")
+    print(f"source table written to {args.out}: {summary}")
+    return 0
+
+
+def cmd_load_csv(args) -> int:
+    from incremental_assets.sources.csv_loader import load_csv
+    from resources.spark import get_spark
+
+    summary = load_csv(get_spark(), args.files, args.out, load_tstamp_fallback=args.load_tstamp_fallback,
+                       mode="overwrite" if args.overwrite else "error")
+    print(f"source table written to {args.out}: {summary}")
+    return 0
+
+
+def cmd_run(args) -> int:
+    from incremental_assets.runs import run_until
+
+    report = run_until(args.until, instance=_instance())
+    return 0 if report.success else 1
+
+
+def cmd_backfill(args) -> int:
+    from incremental_assets.runs import backfill
+
+    if args.end < args.start:
+        raise ValueError(f"--end {args.end} is before --start {args.start}")
+    report = backfill(args.start, args.end, instance=_instance())
+    return 0 if report.success else 1
+
+
+def cmd_limits(args) -> int:
+    from incremental_assets.ops import describe_limits
+    from incremental_assets.settings import Settings
+
+    print(describe_limits(Settings.load(), args.now or datetime.now(timezone.utc)))
+    return 0
+
+
+def cmd_manifest(args) -> int:
+    from incremental_assets import ops
+    from incremental_assets.settings import Settings
+
+    settings = Settings.load()
+    if args.action == "list":
+        print(ops.list_items(settings, only_problems=not args.all, asset=args.asset))
+    elif args.action == "show":
+        print(ops.show_item(settings, args.item))
+    elif args.action == "resolve":
+        print(ops.resolve_item(settings, args.item, note=args.note))
+    elif args.action == "skip":
+        print(ops.skip_item(settings, args.item, note=args.note))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="incremental-assets", description=__doc__.splitlines()[0])
+    parser.add_argument("--warehouse", help="warehouse directory (INCREMENTAL_WAREHOUSE)")
+    parser.add_argument("--source", help="source events table (INCREMENTAL_SOURCE_PATH)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("generate", help="write a deterministic sample event lake (Delta)")
+    p.add_argument("--events", type=int, default=200_000)
+    p.add_argument("--days", type=int, default=7)
+    p.add_argument("--start", type=_parse_date, default=date(2026, 1, 5))
+    p.add_argument("--out", required=True)
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--overwrite", action="store_true", help="replace an existing table at --out")
+    p.set_defaults(func=cmd_generate)
+
+    p = sub.add_parser("load-csv", help="load Snowplow CSV exports into a source table")
+    p.add_argument("files", nargs="+")
+    p.add_argument("--out", required=True)
+    p.add_argument("--load-tstamp-fallback", choices=["collector_tstamp"], default=None,
+                   help="fill a missing load_tstamp from this column (older exports lack it)")
+    p.add_argument("--overwrite", action="store_true")
+    p.set_defaults(func=cmd_load_csv)
+
+    p = sub.add_parser("run", help="what the hourly sensor would do at time --until, in this process")
+    p.add_argument("--until", type=_parse_ts, required=True, help="ISO 8601, e.g. 2024-03-02T18:00:00Z")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("backfill", help="rebuild loads of [--start, --end] in every asset")
+    p.add_argument("--start", type=_parse_date, required=True)
+    p.add_argument("--end", type=_parse_date, required=True)
+    p.set_defaults(func=cmd_backfill)
+
+    p = sub.add_parser("limits", help="the current state and the limits the next run would use")
+    p.add_argument("--now", type=_parse_ts, default=None, help="evaluate at this time instead of now")
+    p.set_defaults(func=cmd_limits)
+
+    p = sub.add_parser("manifest", help="inspect and act on processing-manifest items")
+    p.add_argument("action", choices=["list", "show", "resolve", "skip"])
+    p.add_argument("item", nargs="?", help="item id, e.g. base_events/2026-01-05-03:00")
+    p.add_argument("--all", action="store_true", help="list: every item, not only locked/failed ones")
+    p.add_argument("--asset", default=None, help="list: only this asset's items")
+    p.add_argument("--note", default="", help="resolve/skip: why (kept in the manifest)")
+    p.set_defaults(func=cmd_manifest)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.warehouse:
+        os.environ["INCREMENTAL_WAREHOUSE"] = args.warehouse
+    if args.source:
+        os.environ["INCREMENTAL_SOURCE_PATH"] = args.source
+    if args.command == "manifest" and args.action != "list" and not args.item:
+        parser.error(f"manifest {args.action} needs an item id")
+    try:
+        return args.func(args)
+    except Exception as exc:  # noqa: BLE001 - one clear line for the operator, not a trace
+        from incremental_assets.settings import SettingsError
+
+        kind = "settings error" if isinstance(exc, SettingsError) else "error"
+        print(f"incremental-assets: {kind}: {exc}", file=sys.stderr)
+        if os.environ.get("INCREMENTAL_DEBUG"):
+            raise
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

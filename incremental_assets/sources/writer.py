@@ -1,0 +1,207 @@
+"""Write an event DataFrame as a Delta table partitioned by `load_date`, fast.
+
+Spark writes the Parquet files itself (all cores, no trip through the driver) straight into
+the table directory in hive layout (`load_date=2021-03-01/part-....parquet`); delta-rs then
+commits exactly those files in one transaction:
+
+- new table: `deltalake.transaction.create_table_with_add_actions`;
+- existing table: `DeltaTable.create_write_transaction(mode="append" | "overwrite")`.
+
+Spark needs no Delta jars for this. The add actions carry per-file statistics (row count,
+null counts, min/max of the non-string columns) read from the Parquet footers, so readers
+can skip files by `load_tstamp`. Files Spark wrote that were never committed (a crash between
+the write and the commit) are invisible to Delta readers and removed by a vacuum.
+
+Local paths only (the warehouse and sample lakes live on local disk).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+from deltalake import Schema as DeltaSchema
+from deltalake.transaction import AddAction, create_table_with_add_actions
+from pyspark.sql import DataFrame
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from incremental_assets.sources.schema import PARTITION_COLUMN
+
+WriteMode = Literal["error", "overwrite", "append"]
+
+# How Spark (and Hive) name the directory of a null partition value.
+HIVE_NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+
+
+def write_source_table(df: DataFrame, out: str | os.PathLike, *, mode: WriteMode = "error") -> dict:
+    """Write `df` as a Delta table at `out`, partitioned by `load_date`.
+
+    mode "error" refuses a target that exists and is not empty; "overwrite" replaces the
+    table's contents in one commit (older versions stay readable by time travel); "append"
+    adds the rows (creating the table when it does not exist yet).
+    The DataFrame is written as it is partitioned: callers that care about file sizes
+    repartition first. Returns {rows, files, version, path}.
+    """
+    if mode not in ("error", "overwrite", "append"):
+        raise ValueError(f"mode must be 'error', 'overwrite' or 'append', got {mode!r}")
+    if PARTITION_COLUMN not in df.columns:
+        raise ValueError(f"the DataFrame has no {PARTITION_COLUMN!r} column to partition by")
+
+    _require_microsecond_timestamps(df)
+    path = Path(out).expanduser().absolute()
+    is_delta = DeltaTable.is_deltatable(str(path))
+    not_empty = path.exists() and any(path.iterdir())
+    if mode == "error" and not_empty:
+        raise FileExistsError(
+            f"{path} already exists and is not empty; use mode 'overwrite' or 'append'"
+        )
+    if not_empty and not is_delta:
+        raise FileExistsError(
+            f"{path} exists, is not empty and is not a Delta table; refusing to write into it"
+        )
+    if is_delta and mode == "append":
+        _check_same_columns(DeltaTable(str(path)), df, path)
+
+    path.mkdir(parents=True, exist_ok=True)
+    before = set(_data_files(path))
+    (
+        df.write.mode("append")  # into a directory that may hold committed files: never "overwrite"
+        .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")  # no _SUCCESS file
+        .partitionBy(PARTITION_COLUMN)
+        .parquet(str(path))
+    )
+    new_files = sorted(set(_data_files(path)) - before)
+    actions = [_add_action(path, relative) for relative in new_files]
+    # Spark writes every Parquet column as nullable, so the table schema says the same.
+    schema = to_arrow_schema(df.schema, timezone="UTC")
+    schema = DeltaSchema.from_arrow(pa.schema([field.with_nullable(True) for field in schema]))
+
+    if is_delta:
+        DeltaTable(str(path)).create_write_transaction(
+            actions, mode=mode, schema=schema, partition_by=[PARTITION_COLUMN]
+        )
+    else:
+        create_table_with_add_actions(
+            str(path), schema, actions, mode="error", partition_by=[PARTITION_COLUMN]
+        )
+    return {
+        "rows": sum(json.loads(action.stats)["numRecords"] for action in actions),
+        "files": len(actions),
+        "version": DeltaTable(str(path)).version(),
+        "path": str(path),
+    }
+
+
+def _require_microsecond_timestamps(df: DataFrame) -> None:
+    """Spark's default Parquet timestamps (INT96) are legacy; Delta readers expect INT64 micros."""
+    setting = "spark.sql.parquet.outputTimestampType"
+    if df.sparkSession.conf.get(setting) != "TIMESTAMP_MICROS":
+        raise ValueError(f"set {setting}=TIMESTAMP_MICROS (resources.spark.get_spark does)")
+
+
+def _check_same_columns(table: DeltaTable, df: DataFrame, path: Path) -> None:
+    """Appending other columns would silently change the table's schema: refuse instead."""
+    table_columns = [field.name for field in table.schema().fields]
+    if table_columns != df.columns:
+        missing = [c for c in table_columns if c not in df.columns]
+        added = [c for c in df.columns if c not in table_columns]
+        raise ValueError(
+            f"cannot append to {path}: columns differ from the table's "
+            f"(missing {missing}, new {added}, or another order)"
+        )
+
+
+def _data_files(table_dir: Path) -> list[str]:
+    """Parquet files under the partition directories, relative to the table root."""
+    return [
+        str(file.relative_to(table_dir))
+        for file in table_dir.glob(f"{PARTITION_COLUMN}=*/*.parquet")
+        if not file.name.startswith(".")
+    ]
+
+
+def _add_action(table_dir: Path, relative: str) -> AddAction:
+    file = table_dir / relative
+    partition_dir = Path(relative).parent.name  # "load_date=2021-03-01"
+    value = unquote(partition_dir.split("=", 1)[1])
+    # Spark's local file system leaves a checksum file beside each data file; Delta never reads it.
+    (file.parent / f".{file.name}.crc").unlink(missing_ok=True)
+    stat = file.stat()
+    return AddAction(
+        path=relative,
+        size=stat.st_size,
+        partition_values={PARTITION_COLUMN: None if value == HIVE_NULL_PARTITION else value},
+        modification_time=int(stat.st_mtime * 1000),
+        data_change=True,
+        stats=json.dumps(file_stats(file)),
+    )
+
+
+def file_stats(file: Path) -> dict[str, Any]:
+    """Delta file statistics from a Parquet footer: numRecords, nullCount, min/max values.
+
+    min/max are kept for timestamps, dates and integers (what readers filter on). Strings
+    are left out (their bounds prune nothing here and would bloat the log), and so are
+    decimals (JSON numbers would pass through floats and could lose digits).
+    """
+    metadata = pq.ParquetFile(file).metadata
+    schema = metadata.schema.to_arrow_schema()
+    null_count: dict[str, int] = {}
+    min_values: dict[str, Any] = {}
+    max_values: dict[str, Any] = {}
+    for index, field in enumerate(schema):
+        nulls, low, high, complete = 0, None, None, True
+        for group in range(metadata.num_row_groups):
+            stats = metadata.row_group(group).column(index).statistics
+            if stats is None or not stats.has_null_count:
+                complete = False
+                break
+            nulls += stats.null_count
+            if stats.has_min_max:
+                low = stats.min if low is None else min(low, stats.min)
+                high = stats.max if high is None else max(high, stats.max)
+        if not complete:
+            continue
+        null_count[field.name] = nulls
+        if low is not None and _has_useful_bounds(field.type):
+            min_values[field.name] = _stat_value(low, field.type, round_up=False)
+            max_values[field.name] = _stat_value(high, field.type, round_up=True)
+    return {
+        "numRecords": metadata.num_rows,
+        "minValues": min_values,
+        "maxValues": max_values,
+        "nullCount": null_count,
+    }
+
+
+def _has_useful_bounds(arrow_type: pa.DataType) -> bool:
+    return (
+        pa.types.is_timestamp(arrow_type)
+        or pa.types.is_date(arrow_type)
+        or pa.types.is_integer(arrow_type)
+    )
+
+
+def _stat_value(value: Any, arrow_type: pa.DataType, *, round_up: bool) -> Any:
+    """A bound in the Delta log's JSON form."""
+    if isinstance(value, datetime):
+        # The Delta log keeps timestamps to the millisecond: round bounds outwards so a
+        # file is never skipped for a row it holds.
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)
+        value = value.astimezone(timezone.utc)
+        extra = value.microsecond % 1000
+        value -= timedelta(microseconds=extra)
+        if round_up and extra:
+            value += timedelta(milliseconds=1)
+        return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+    if isinstance(value, date):
+        return value.isoformat()
+    return value

@@ -1,0 +1,34 @@
+"""daily_aggregates: one row per (event_date, domain_userid) from every filtered event of the day."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+REVENUE_TYPE = "decimal(28,2)"
+
+
+def daily_aggregates(filtered_days: DataFrame) -> DataFrame:
+    """Full-day metrics for every (event_date, domain_userid) in `filtered_days`.
+
+    `filtered_days` must hold *all* filtered rows of the days it covers: a day is always
+    rebuilt whole, never patched, so a rebuild cannot double count.
+    """
+    is_type = lambda name: F.col("event_name") == name  # noqa: E731
+    transaction = is_type("transaction")
+    return filtered_days.groupBy("event_date", "domain_userid").agg(
+        F.count(F.lit(1)).alias("events"),
+        F.count(F.when(is_type("page_view"), 1)).alias("page_views"),
+        F.count(F.when(is_type("page_ping"), 1)).alias("page_pings"),
+        F.countDistinct("domain_sessionid").alias("sessions"),
+        F.count(F.when(transaction, 1)).alias("transactions"),
+        F.coalesce(F.sum(F.when(transaction, F.col("tr_total"))), F.lit(0))
+         .cast(REVENUE_TYPE).alias("revenue"),
+        F.min("derived_tstamp").alias("first_event_tstamp"),
+        F.max("derived_tstamp").alias("last_event_tstamp"),
+    )
+
+
+def rows_by_day(daily: DataFrame) -> DataFrame:
+    """Filtered rows aggregated per event_date (the `events` column summed)."""
+    return daily.groupBy("event_date").agg(F.sum("events").alias("rows_aggregated"))

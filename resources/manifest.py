@@ -1,0 +1,310 @@
+"""The processing manifest: an append-only Delta table of records (DESIGN 6, seed 003).
+
+One item per (asset, partition key). A run claims its items with PROCESSING records before
+computing, and closes them with PROCESSED (after the data commit) or FAILED. The rules of
+what may be appended live in `incremental_assets.planning.processing_manifest`; this
+module only stores records and serialises writers.
+
+Serialisation: every append is a compare-and-swap on the Delta version. A writer reads the
+table at version v, checks its records against that state, and commits at exactly v + 1
+(no automatic rebase); if another writer got there first, it re-reads and checks again. So
+two runs racing for one item cannot both claim it: the second sees the first's lock. This
+needs no Spark and works on any storage where Delta commits are atomic.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Callable, Iterable, Mapping, Sequence
+
+import pyarrow as pa
+from deltalake import CommitProperties, DeltaTable, write_deltalake
+from deltalake.exceptions import CommitFailedError, TableNotFoundError
+
+from incremental_assets.planning.processing_manifest import (
+    ItemStatus,
+    ManifestError,
+    Record,
+    State,
+    check_append,
+    item_status,
+)
+
+MANIFEST_TABLE = "processing_manifest"
+OPERATOR = "operator"
+COMPACT_EVERY = 50  # commits between compactions of the manifest table
+AUTO_RELEASE = "auto-release"
+_SCHEMA = pa.schema([
+    ("seq", pa.int64()),  # the Delta version the record was committed at
+    ("seq_index", pa.int32()),  # its position inside that commit
+    ("record_id", pa.string()),
+    ("item_id", pa.string()),
+    ("asset", pa.string()),
+    ("partition_key", pa.string()),
+    ("state", pa.string()),
+    ("application", pa.string()),
+    ("run_id", pa.string()),
+    ("previous_record_id", pa.string()),
+    ("payload", pa.string()),
+    ("recorded_at", pa.timestamp("us", tz="UTC")),
+])
+
+
+class ItemLockedError(ManifestError):
+    """Another run holds the item."""
+
+
+class ItemFailLockedError(ManifestError):
+    """The item's last processing failed; an operator must resolve it first."""
+
+
+def item_id(asset: str, partition_key: str | None) -> str:
+    return f"{asset}/{partition_key or 'all'}"
+
+
+def split_item_id(item: str) -> tuple[str, str]:
+    asset, _, key = item.partition("/")
+    return asset, key
+
+
+@dataclass(frozen=True)
+class ItemState:
+    item_id: str
+    status: ItemStatus
+    records: tuple[Record, ...]
+
+    @property
+    def last(self) -> Record | None:
+        return self.records[-1] if self.records else None
+
+    @property
+    def open_lock(self) -> Record | None:
+        if self.status is ItemStatus.LOCKED:
+            return next(r for r in reversed(self.records) if r.state is State.PROCESSING)
+        return None
+
+
+# Returns why a run no longer holds its locks ("run finished with status FAILURE"), or None
+# while the run may still be working.
+RunFinishedCheck = Callable[[Record], "str | None"]
+
+
+class ManifestStore:
+    def __init__(self, table_path: str, *, max_attempts: int = 20):
+        self.path = table_path
+        self.max_attempts = max_attempts
+
+    # -- reading ------------------------------------------------------------------
+    def _snapshot(self) -> tuple[int, list[Record]]:
+        try:
+            table = DeltaTable(self.path)
+        except TableNotFoundError:
+            return -1, []
+        data = table.to_pyarrow_table()
+        rows = sorted(data.to_pylist(), key=lambda r: (r["seq"], r["seq_index"]))
+        return table.version(), [_record_from_row(r) for r in rows]
+
+    def records(self, items: Iterable[str] | None = None) -> list[Record]:
+        wanted = set(items) if items is not None else None
+        return [r for r in self._snapshot()[1] if wanted is None or r.item_id in wanted]
+
+    def states(self, items: Iterable[str] | None = None) -> dict[str, ItemState]:
+        return _states(self.records(items))
+
+    # -- writing ------------------------------------------------------------------
+    def _commit(self, build: Callable[[dict[str, ItemState]], list[Record]]) -> list[Record]:
+        """Append what `build` returns for the current state, at exactly the next version."""
+        for attempt in range(self.max_attempts):
+            version, records = self._snapshot()
+            new_records = build(_states(records))
+            if not new_records:
+                return []
+            _check_sequence(records, new_records)
+            seq = version + 1
+            now = datetime.now(timezone.utc)
+            rows = [_record_to_row(r, seq, i, now) for i, r in enumerate(new_records)]
+            table = pa.Table.from_pylist(rows, schema=_SCHEMA)
+            try:
+                if version < 0:
+                    write_deltalake(self.path, table, mode="error")
+                else:
+                    write_deltalake(DeltaTable(self.path, version=version), table, mode="append",
+                                    commit_properties=CommitProperties(max_commit_retries=0))
+                if seq % COMPACT_EVERY == 0:
+                    self.compact()
+                return [_record_from_row(r) for r in rows]
+            except (CommitFailedError, FileExistsError) as exc:  # another writer won this version
+                last_error = exc
+                time.sleep(min(0.05 * (attempt + 1), 0.5))
+            except Exception as exc:  # table created concurrently by another writer
+                if version < 0 and "exists" in str(exc).lower():
+                    last_error = exc
+                    continue
+                raise
+        raise ManifestError(f"could not append to the manifest at {self.path} after "
+                            f"{self.max_attempts} attempts: {last_error}")
+
+    def compact(self) -> None:
+        """Merge the many one-commit files into few, so reads stay fast as the log grows.
+
+        Compaction rewrites files without changing rows (a data_change=false commit); a
+        writer racing with it simply retries its compare-and-swap.
+        """
+        try:
+            table = DeltaTable(self.path)
+            table.optimize.compact()
+            table.create_checkpoint()
+        except CommitFailedError:
+            pass  # another writer moved on; the next compaction catches up
+
+    def claim(self, items: Sequence[str], *, application: str, run_id: str,
+              run_finished: RunFinishedCheck, auto_resolve_failures: bool = False,
+              payload: Mapping | None = None) -> list[Record]:
+        """Lock `items` for `run_id` (all or none), releasing abandoned locks on the way.
+
+        Raises ItemLockedError naming the run that holds an item, ItemFailLockedError for a
+        failed item nobody resolved, ManifestError for a skipped or invalid item.
+        """
+        def build(states: dict[str, ItemState]) -> list[Record]:
+            out: list[Record] = []
+            for item in items:
+                state = states.get(item) or ItemState(item, ItemStatus.NEW, ())
+                previous = state.last.record_id if state.last else None
+                if state.status is ItemStatus.LOCKED:
+                    lock = state.open_lock
+                    if lock.run_id == run_id:
+                        continue  # a retry of the same run keeps its lock
+                    reason = run_finished(lock)
+                    if reason is None:
+                        raise ItemLockedError(
+                            f"item {item} is locked by run {lock.run_id} "
+                            f"(claimed by {lock.application} at {_fmt(lock.recorded_at)})")
+                    failed = _new(item, State.FAILED, AUTO_RELEASE, run_id, lock.record_id,
+                                  {"reason": f"abandoned: {reason}", "abandoned_run_id": lock.run_id})
+                    resolved = _new(item, State.RESOLVED, AUTO_RELEASE, run_id, failed.record_id,
+                                    {"reason": "abandoned lock released automatically"})
+                    out += [failed, resolved]
+                    previous = resolved.record_id
+                elif state.status is ItemStatus.FAIL_LOCKED:
+                    failure = state.last
+                    if not auto_resolve_failures:
+                        reason = (failure.payload or {}).get("reason", "unknown error")
+                        raise ItemFailLockedError(
+                            f"item {item} is fail-locked: run {failure.run_id} failed "
+                            f"({reason}); resolve it with `incremental-assets manifest resolve "
+                            f"{item}` (or set INCREMENTAL_AUTO_RESOLVE_FAILURES=true)")
+                    resolved = _new(item, State.RESOLVED, AUTO_RELEASE, run_id, failure.record_id,
+                                    {"reason": "auto_resolve_failures is on"})
+                    out.append(resolved)
+                    previous = resolved.record_id
+                elif state.status is ItemStatus.SKIPPED:
+                    raise ManifestError(f"item {item} was skipped by an operator; it is not processed again")
+                elif state.status is ItemStatus.INVALID:
+                    raise ManifestError(f"item {item} has an invalid record history; inspect it with "
+                                        f"`incremental-assets manifest show {item}`")
+                out.append(_new(item, State.PROCESSING, application, run_id, previous, payload))
+            return out
+
+        return self._commit(build)
+
+    def close(self, items: Sequence[str], *, run_id: str, state: State, application: str,
+              payload: Mapping | None = None) -> list[Record]:
+        """Close this run's locks on `items` with PROCESSED or FAILED."""
+        if state not in (State.PROCESSED, State.FAILED):
+            raise ValueError(f"close() records PROCESSED or FAILED, not {state.name}")
+
+        def build(states: dict[str, ItemState]) -> list[Record]:
+            out = []
+            for item in items:
+                state_of_item = states.get(item)
+                lock = state_of_item.open_lock if state_of_item else None
+                if lock is None or lock.run_id != run_id:
+                    holder = f"run {lock.run_id}" if lock else "no run"
+                    raise ManifestError(f"cannot record {state.name} for {item}: it is held by {holder}, "
+                                        f"not by run {run_id}")
+                out.append(_new(item, state, application, run_id, lock.record_id, payload))
+            return out
+
+        return self._commit(build)
+
+    def resolve(self, item: str, *, note: str = "", run_id: str = "operator") -> Record:
+        """Operator: release a fail-locked (or abandoned, locked) item."""
+        def build(states):
+            state = states.get(item)
+            if state is None:
+                raise ManifestError(f"item {item} has no records")
+            if state.status is ItemStatus.LOCKED:
+                lock = state.open_lock
+                failed = _new(item, State.FAILED, OPERATOR, run_id, lock.record_id,
+                              {"reason": f"released by operator: {note or 'no note'}"})
+                return [failed, _new(item, State.RESOLVED, OPERATOR, run_id, failed.record_id, {"note": note})]
+            if state.status is not ItemStatus.FAIL_LOCKED:
+                raise ManifestError(f"item {item} is {state.status.name}, not failed: nothing to resolve")
+            return [_new(item, State.RESOLVED, OPERATOR, run_id, state.last.record_id, {"note": note})]
+
+        return self._commit(build)[-1]
+
+    def skip(self, item: str, *, note: str = "", run_id: str = "operator") -> Record:
+        """Operator: never process this item again."""
+        def build(states):
+            state = states.get(item)
+            previous = state.last.record_id if state and state.last else None
+            return [_new(item, State.SKIPPED, OPERATOR, run_id, previous, {"note": note})]
+
+        return self._commit(build)[-1]
+
+
+def _states(records: Sequence[Record]) -> dict[str, ItemState]:
+    by_item: dict[str, list[Record]] = {}
+    for record in records:
+        by_item.setdefault(record.item_id, []).append(record)
+    return {item: ItemState(item, item_status(recs), tuple(recs)) for item, recs in by_item.items()}
+
+
+def _check_sequence(existing: Sequence[Record], new_records: Sequence[Record]) -> None:
+    """Every new record must be a legal append given those before it (planning rules)."""
+    by_item: dict[str, list[Record]] = {}
+    for record in existing:
+        by_item.setdefault(record.item_id, []).append(record)
+    for record in new_records:
+        history = by_item.setdefault(record.item_id, [])
+        check_append(history, record)
+        history.append(record)
+
+
+def _new(item: str, state: State, application: str, run_id: str, previous: str | None,
+         payload: Mapping | None) -> Record:
+    return Record(record_id=uuid.uuid4().hex, item_id=item, state=state, application=application,
+                  run_id=run_id, previous_record_id=previous, payload=dict(payload) if payload else None)
+
+
+def _record_to_row(record: Record, seq: int, index: int, now: datetime) -> dict:
+    asset, key = split_item_id(record.item_id)
+    return {
+        "seq": seq, "seq_index": index, "record_id": record.record_id, "item_id": record.item_id,
+        "asset": asset, "partition_key": key, "state": record.state.name,
+        "application": record.application, "run_id": record.run_id,
+        "previous_record_id": record.previous_record_id,
+        "payload": json.dumps(record.payload, default=str, sort_keys=True) if record.payload else None,
+        "recorded_at": record.recorded_at or now,
+    }
+
+
+def _record_from_row(row: Mapping) -> Record:
+    return Record(record_id=row["record_id"], item_id=row["item_id"], state=State[row["state"]],
+                  application=row["application"], run_id=row["run_id"],
+                  previous_record_id=row["previous_record_id"],
+                  payload=json.loads(row["payload"]) if row["payload"] else None,
+                  recorded_at=row["recorded_at"])
+
+
+def _fmt(value: datetime | None) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S UTC") if value else "an unknown time"
+
+
+def lock_age(record: Record, now: datetime) -> timedelta:
+    return now - record.recorded_at if record.recorded_at else timedelta(0)

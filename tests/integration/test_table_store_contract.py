@@ -1,0 +1,515 @@
+"""Contract tests of the Delta table store, run against every engine.
+
+One set of tests, parametrized over the engines: delta-rs runs everywhere; delta-spark runs
+where the Spark session loads the Delta jars and skips (with the reason) elsewhere.
+Engine-internal checks of the delta-rs engine (file pruning, fallbacks) are at the end.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import functions as F
+
+from resources import tables
+from resources.tables import DeltaRsTableStore, WriteResult, delta_spark_unavailable_reason, table_store
+
+pytestmark = pytest.mark.spark
+
+UTC = dt.timezone.utc
+SCHEMA = "ts timestamp, event_date date, n long, s string"
+
+
+def utc(day: int, hour: int = 0, minute: int = 0, second: int = 0, micro: int = 0) -> dt.datetime:
+    return dt.datetime(2026, 1, day, hour, minute, second, micro, tzinfo=UTC)
+
+
+def micros(value: dt.datetime) -> int:
+    return (value - dt.datetime(1970, 1, 1, tzinfo=UTC)) // dt.timedelta(microseconds=1)
+
+
+def events(spark, *rows, schema: str = SCHEMA):
+    """Rows given as (ts, n) or (ts, n, s); event_date is the UTC date of ts."""
+    full = [(ts, ts.date(), n, rest[0] if rest else f"s{n}") for ts, n, *rest in rows]
+    return spark.createDataFrame(full, schema)
+
+
+def ns(df) -> list[int]:
+    return sorted(r[0] for r in df.select("n").collect())
+
+
+def instants(df) -> dict[int, int]:
+    """n -> ts as exact microseconds since the epoch (no local-time conversion on the way)."""
+    return {r.n: r.us for r in df.select("n", F.unix_micros("ts").alias("us")).collect()}
+
+
+@pytest.fixture(params=["delta-rs", "delta-spark"])
+def store(request, spark, tmp_path):
+    if request.param == "delta-spark":
+        reason = delta_spark_unavailable_reason(spark)
+        if reason:
+            pytest.skip(reason)
+    return table_store(spark, str(tmp_path / "warehouse"), engine=request.param)
+
+
+@pytest.fixture
+def rs_store(spark, tmp_path) -> DeltaRsTableStore:
+    return table_store(spark, str(tmp_path / "warehouse"), engine="delta-rs")
+
+
+# ---------------------------------------------------------------------------------------
+# Names
+# ---------------------------------------------------------------------------------------
+
+
+def test_table_names_must_be_plain_identifiers(store):
+    assert store.path("base_events").endswith("/warehouse/base_events")
+    for bad in ["../x", "a;b", "", "a b", "a/b", "a.b"]:
+        with pytest.raises(ValueError, match="identifier"):
+            store.path(bad)
+    assert not store.exists("base_events")
+    assert store.version("base_events") is None
+
+
+# ---------------------------------------------------------------------------------------
+# Reading a time range
+# ---------------------------------------------------------------------------------------
+
+
+def test_read_range_start_inclusive_end_exclusive(store, spark):
+    # Several commits -> several files, so statistics pruning has something to prune.
+    store.append("t", events(spark, (utc(5, 0), 0), (utc(5, 0, 59, 59, 999999), 1)))
+    store.append("t", events(spark, (utc(5, 1), 2), (utc(5, 1, 30), 3)))
+    store.append("t", events(spark, (utc(5, 2, 59, 59, 999999), 4), (utc(5, 3), 5)))
+    store.append("t", events(spark, (utc(5, 4), 6)))
+
+    assert ns(store.read_range("t", "ts", utc(5, 1), utc(5, 3))) == [2, 3, 4]
+    assert ns(store.read_range("t", "ts", None, utc(5, 1))) == [0, 1]
+    assert ns(store.read_range("t", "ts", utc(5, 3), None)) == [5, 6]
+    assert ns(store.read_range("t", "ts", None, None)) == list(range(7))
+    # Microsecond-exact bounds, inside one file's [min, max].
+    assert ns(store.read_range("t", "ts", utc(5, 0, 59, 59, 999999), utc(5, 1, 0, 0, 1))) == [1, 2]
+    # A date bound on a timestamp column means midnight UTC.
+    assert ns(store.read_range("t", "ts", dt.date(2026, 1, 5), dt.date(2026, 1, 6))) == list(range(7))
+    # Columns are selected after filtering.
+    assert store.read_range("t", "ts", utc(5, 4), None, columns=["n"]).columns == ["n"]
+
+
+def test_read_range_on_partition_column_and_on_stats_of_partitioned_table(store, spark):
+    rows = [(utc(day, hour), day * 100 + hour) for day in (4, 5, 6, 7) for hour in (0, 12, 23)]
+    store.replace_range("p", events(spark, *rows), column="event_date",
+                        start=dt.date(2026, 1, 4), end=dt.date(2026, 1, 8), partition_by=["event_date"])
+
+    got = store.read_range("p", "event_date", dt.date(2026, 1, 5), dt.date(2026, 1, 7))
+    assert ns(got) == [500, 512, 523, 600, 612, 623]
+    # Midnight datetimes (a partition time window) work on a date column too.
+    assert ns(store.read_range("p", "event_date", utc(7), utc(8))) == [700, 712, 723]
+    with pytest.raises(ValueError, match="midnight"):
+        store.read_range("p", "event_date", utc(7, 1), utc(8))
+    # A range on a non-partition column of a partitioned table: statistics pruning, exact rows.
+    assert ns(store.read_range("p", "ts", utc(5, 12), utc(6, 12))) == [512, 523, 600]
+    # Partition columns come back with their values and types, in table order.
+    df = store.read("p")
+    assert df.columns == ["ts", "event_date", "n", "s"]
+    assert dict(df.dtypes)["event_date"] == "date"
+    assert {(r.n, r.event_date) for r in df.collect()} == {(n, ts.date()) for ts, n in rows}
+
+
+def test_range_bounds_must_be_aware_and_ordered(store, spark):
+    store.append("t", events(spark, (utc(5), 1)))
+    with pytest.raises(ValueError, match="timezone-aware"):
+        store.read_range("t", "ts", dt.datetime(2026, 1, 5), None)
+    with pytest.raises(ValueError, match="empty range"):
+        store.read_range("t", "ts", utc(6), utc(5))
+    with pytest.raises(ValueError, match="not found"):
+        store.read_range("t", "nope", utc(5), utc(6))
+    with pytest.raises(ValueError, match="identifier"):
+        store.read_range("t", "ts; DROP", utc(5), utc(6))
+
+
+def test_timestamps_round_trip_exactly(store, spark):
+    moments = {
+        1: utc(5, 1, 2, 3, 456789),
+        2: dt.datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+        3: dt.datetime(2262, 4, 11, 23, 47, 16, 854775, tzinfo=UTC),
+        4: dt.datetime(2026, 3, 29, 1, 30, tzinfo=dt.timezone(dt.timedelta(hours=2))),  # not UTC
+        5: dt.datetime(1900, 1, 1, 0, 0, 0, 1, tzinfo=UTC),
+    }
+    store.append("t", events(spark, *[(ts, n) for n, ts in moments.items()]))
+
+    expected = {n: micros(ts) for n, ts in moments.items()}
+    assert instants(store.read("t")) == expected
+    assert instants(store.read_range("t", "ts", moments[2], moments[3])) == {
+        n: us for n, us in expected.items() if n not in (3, 5)}  # 3 is the end, 5 is before the start
+    arrow = store.read_arrow("t", columns=["n", "ts"])
+    assert arrow.schema.field("ts").type == pa.timestamp("us", tz="UTC")
+    assert {n: ts for n, ts in zip(arrow["n"].to_pylist(), arrow["ts"].to_pylist())} == {
+        n: ts.astimezone(UTC) for n, ts in moments.items()}
+
+
+# ---------------------------------------------------------------------------------------
+# Replacing a range
+# ---------------------------------------------------------------------------------------
+
+
+def test_replace_range_replaces_only_that_range_in_one_commit(store, spark):
+    store.replace_range("t", events(spark, *[(utc(day, h), day * 10 + h) for day in (4, 5, 6) for h in (0, 1)]),
+                        column="ts", start=utc(4), end=utc(7))
+    before = store.version("t")
+
+    result = store.replace_range("t", events(spark, (utc(5, 3), 53), (utc(5, 4), 54), (utc(5, 5), 55)),
+                                 column="ts", start=utc(5), end=utc(6))
+
+    assert result == WriteResult(rows_written=3, version=before + 1, rows_deleted=2)
+    assert store.version("t") == before + 1
+    assert ns(store.read("t")) == [40, 41, 53, 54, 55, 60, 61]
+    # Rerunning the same replace is idempotent.
+    store.replace_range("t", events(spark, (utc(5, 3), 53), (utc(5, 4), 54), (utc(5, 5), 55)),
+                        column="ts", start=utc(5), end=utc(6))
+    assert ns(store.read("t")) == [40, 41, 53, 54, 55, 60, 61]
+
+
+def test_replace_range_refuses_rows_outside_the_range(store, spark):
+    store.replace_range("t", events(spark, (utc(5, 1), 1)), column="ts", start=utc(5), end=utc(6))
+    version = store.version("t")
+
+    outside = events(spark, (utc(5, 2), 2), (utc(6, 0), 3))  # end is exclusive
+    with pytest.raises(ValueError, match=r"'ts'.*2026-01-06 00:00:00"):
+        store.replace_range("t", outside, column="ts", start=utc(5), end=utc(6))
+    nulls = spark.createDataFrame([(None, None, 4, "x")], SCHEMA)
+    with pytest.raises(ValueError, match="'ts'.*None"):
+        store.replace_range("t", nulls, column="ts", start=utc(5), end=utc(6))
+
+    assert store.version("t") == version
+    assert ns(store.read("t")) == [1]
+
+
+def test_replace_range_failing_midway_keeps_old_rows(store, spark):
+    store.replace_range("t", events(spark, (utc(5, 1), 1), (utc(5, 2), 2)), column="ts", start=utc(5), end=utc(6))
+    version = store.version("t")
+
+    # The new rows fail while Spark computes them (a bad row deep in the data).
+    failing = events(spark, *[(utc(5, h), 10 + h) for h in range(10)]).withColumn(
+        "n", F.when(F.col("n") == 17, F.raise_error(F.lit("bad row"))).otherwise(F.col("n")))
+    with pytest.raises(Exception, match="bad row"):
+        store.replace_range("t", failing, column="ts", start=utc(5), end=utc(6))
+
+    assert store.version("t") == version
+    assert ns(store.read("t")) == [1, 2]
+
+
+def test_replace_range_with_empty_df_creates_an_empty_table(store, spark):
+    empty = spark.createDataFrame([], SCHEMA)
+    result = store.replace_range("t", empty, column="event_date", start=dt.date(2026, 1, 5),
+                                 end=dt.date(2026, 1, 6), partition_by=["event_date"])
+
+    assert result.rows_written == 0 and result.version == 0
+    assert store.exists("t")
+    df = store.read("t")
+    assert df.count() == 0
+    assert dict(df.dtypes) == {"ts": "timestamp", "event_date": "date", "n": "bigint", "s": "string"}
+    assert store.read_range("t", "ts", utc(5), utc(6)).count() == 0
+    assert store.read_range("t", "event_date", dt.date(2026, 1, 5), None).count() == 0
+    assert store.describe("t")["num_files"] == 0
+
+    # An empty df on an existing table empties the range.
+    store.replace_range("t", events(spark, (utc(5, 1), 1), (utc(6, 1), 2)), column="event_date",
+                        start=dt.date(2026, 1, 5), end=dt.date(2026, 1, 7))
+    store.replace_range("t", empty, column="event_date", start=dt.date(2026, 1, 5), end=dt.date(2026, 1, 6))
+    assert ns(store.read("t")) == [2]
+
+
+# ---------------------------------------------------------------------------------------
+# Merge, append, overwrite, delete
+# ---------------------------------------------------------------------------------------
+
+
+def test_merge_updates_matches_and_inserts_new_keys(store, spark):
+    store.merge("m", events(spark, (utc(5), 1, "a"), (utc(5), 2, "b")), keys=["n"])
+    result = store.merge("m", events(spark, (utc(6), 2, "B"), (utc(6), 3, "c")), keys=["n"])
+
+    assert result.rows_written == 2
+    assert result.version == store.version("m") == 1
+    got = {r.n: (r.s, r.ts) for r in store.read("m").select("n", "s", F.unix_micros("ts").alias("ts")).collect()}
+    assert got == {1: ("a", micros(utc(5))), 2: ("B", micros(utc(6))), 3: ("c", micros(utc(6)))}
+
+
+def test_merge_refuses_duplicate_or_null_keys(store, spark):
+    store.merge("m", events(spark, (utc(5), 1, "a")), keys=["n", "s"])
+    with pytest.raises(ValueError, match="not unique"):
+        store.merge("m", events(spark, (utc(5), 2, "x"), (utc(6), 2, "x")), keys=["n", "s"])
+    with pytest.raises(ValueError, match="null"):
+        store.merge("m", spark.createDataFrame([(utc(5), None, None, "x")], SCHEMA), keys=["n", "s"])
+    with pytest.raises(ValueError, match="not found"):
+        store.merge("m", events(spark, (utc(5), 3)), keys=["missing"])
+    assert store.version("m") == 0
+
+
+def test_append_with_a_token_writes_once(store, spark):
+    first = store.append("a", events(spark, (utc(5), 1), (utc(5), 2)), token="load-2026-01-05T00")
+    again = store.append("a", events(spark, (utc(5), 1), (utc(5), 2)), token="load-2026-01-05T00")
+    other = store.append("a", events(spark, (utc(5), 3)), token="load-2026-01-05T01")
+    untokened = [store.append("a", events(spark, (utc(5), 4))) for _ in range(2)]
+
+    assert first == WriteResult(rows_written=2, version=0)
+    assert again.skipped and again.rows_written == 0 and again.version == 0
+    assert not other.skipped and other.version == 1
+    assert [r.version for r in untokened] == [2, 3]
+    assert ns(store.read("a")) == [1, 2, 3, 4, 4]
+
+
+def test_added_columns_evolve_the_schema_and_read_as_null_in_old_rows(store, spark):
+    store.append("e", events(spark, (utc(5, 1), 1)))
+    wider = "ts timestamp, event_date date, n long, s string, referrer string"
+    store.append("e", spark.createDataFrame([(utc(5, 2), utc(5).date(), 2, "s2", "web")], wider))
+    store.replace_range("e", spark.createDataFrame([(utc(6, 1), utc(6).date(), 3, "s3", "ads")], wider),
+                        column="ts", start=utc(6), end=utc(7))
+    widest = wider + ", score double"
+    store.merge("e", spark.createDataFrame([(utc(5, 2), utc(5).date(), 2, "s2", "web", 0.5)], widest), keys=["n"])
+
+    rows = {r.n: (r.referrer, r.score) for r in store.read("e").collect()}
+    assert rows == {1: (None, None), 2: ("web", 0.5), 3: ("ads", None)}
+    assert {r.n for r in store.read_range("e", "ts", utc(5), utc(6), columns=["n", "referrer"]).collect()} == {1, 2}
+    assert store.read_arrow("e").column_names == ["ts", "event_date", "n", "s", "referrer", "score"]
+
+
+def test_overwrite_replaces_the_whole_table_in_one_commit(store, spark):
+    store.append("o", events(spark, (utc(5), 1), (utc(6), 2)))
+    result = store.overwrite("o", spark.createDataFrame([(7, "x")], "user_id long, label string"))
+
+    assert result == WriteResult(rows_written=1, version=1, rows_deleted=2)
+    assert store.read("o").collect() == [(7, "x")]
+    assert store.read("o").columns == ["user_id", "label"]
+
+
+HOSTILE = ["it's", "' OR 1=1 --", "a'); DROP TABLE x; --", "line1\nline2", "back\\slash", "\\'", '"quoted"', "%_*"]
+
+
+def test_delete_where_in_deletes_exact_matches_of_hostile_values(store, spark):
+    near_misses = ["its", "' OR 1=1", "line1", "backslash", "plain", "quoted", "%"]
+    store.append("d", events(spark, *[(utc(5), i, s) for i, s in enumerate(HOSTILE + near_misses)]))
+
+    result = store.delete_where_in("d", "s", HOSTILE)
+
+    assert result.rows_deleted == len(HOSTILE)
+    assert result.version == 1
+    assert sorted(r.s for r in store.read("d").collect()) == sorted(near_misses)
+    assert store.delete_where_in("d", "s", []).rows_deleted == 0
+    assert store.delete_where_in("d", "n", [len(HOSTILE)]).rows_deleted == 1  # integers too
+    with pytest.raises(ValueError, match="identifier"):
+        store.delete_where_in("d", "s OR 1=1", ["x"])
+
+
+def test_read_arrow_and_describe(store, spark):
+    store.replace_range("r", events(spark, (utc(5, 1), 1, "a"), (utc(6, 1), 2, "b"), (utc(6, 2), 3, "c")),
+                        column="event_date", start=dt.date(2026, 1, 5), end=dt.date(2026, 1, 7),
+                        partition_by=["event_date"])
+
+    table = store.read_arrow("r", columns=["n", "s"], filters=[("event_date", "=", dt.date(2026, 1, 6))])
+    assert sorted(table["n"].to_pylist()) == [2, 3] and table.column_names == ["n", "s"]
+    dnf = store.read_arrow("r", filters=[[("s", "=", "a")], [("n", ">=", 3)]])
+    assert sorted(dnf["n"].to_pylist()) == [1, 3]
+
+    info = store.describe("r")
+    assert info["path"] == store.path("r")
+    assert info["version"] == 0
+    assert info["num_files"] == 2  # one per event_date partition
+    assert info["size_bytes"] > 0
+    with pytest.raises(FileNotFoundError):
+        store.describe("missing")
+
+
+# ---------------------------------------------------------------------------------------
+# Concurrency
+# ---------------------------------------------------------------------------------------
+
+
+def run_together(*jobs):
+    """Run the jobs in threads released at the same moment; re-raise the first failure."""
+    barrier = threading.Barrier(len(jobs))
+    failures: list[BaseException] = []
+
+    def run(job):
+        barrier.wait()
+        try:
+            job()
+        except BaseException as error:  # noqa: BLE001 - reported to the test below
+            failures.append(error)
+
+    threads = [threading.Thread(target=run, args=(job,)) for job in jobs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise failures[0]
+
+
+def test_concurrent_writers_to_different_ranges_keep_each_others_rows(store, spark):
+    def writer(day: int, n0: int):
+        df = events(spark, *[(utc(day, h), n0 + h) for h in range(3)])
+        return lambda: store.replace_range("c", df, column="ts", start=utc(day), end=utc(day + 1))
+
+    # The table does not exist yet: the writers also race to create it.
+    run_together(writer(5, 500), writer(6, 600), writer(7, 700))
+    assert ns(store.read("c")) == [500, 501, 502, 600, 601, 602, 700, 701, 702]
+
+    run_together(writer(5, 510), writer(6, 610), writer(8, 810))
+    assert ns(store.read("c")) == [510, 511, 512, 610, 611, 612, 700, 701, 702, 810, 811, 812]
+
+
+def test_concurrent_writers_to_the_same_range_leave_one_writers_rows(store, spark):
+    store.replace_range("c", events(spark, (utc(4), 1)), column="ts", start=utc(4), end=utc(5))
+    frames = [events(spark, *[(utc(5, h), n0 + h) for h in range(2)]) for n0 in (100, 200, 300)]
+    run_together(*[lambda df=df: store.replace_range("c", df, column="ts", start=utc(5), end=utc(6))
+                   for df in frames])
+    in_range = ns(store.read_range("c", "ts", utc(5), utc(6)))
+    assert in_range in ([100, 101], [200, 201], [300, 301])
+    assert ns(store.read_range("c", "ts", utc(4), utc(5))) == [1]
+
+
+def test_concurrent_appends_with_the_same_token_write_once(store, spark):
+    frames = [events(spark, (utc(5), n)) for n in (1, 2, 3)]
+    results: list[WriteResult] = []
+    run_together(*[lambda df=df: results.append(store.append("a", df, token="same")) for df in frames])
+    assert store.read("a").count() == 1
+    assert sorted(r.skipped for r in results) == [False, True, True]
+
+
+# ---------------------------------------------------------------------------------------
+# Choosing an engine
+# ---------------------------------------------------------------------------------------
+
+
+def test_engine_selection(spark, tmp_path):
+    root = str(tmp_path)
+    reason = delta_spark_unavailable_reason(spark)
+    auto = table_store(spark, root)
+    assert auto.engine_name == ("delta-rs" if reason else "delta-spark")
+    assert table_store(spark, root, engine="delta-rs").engine_name == "delta-rs"
+    with pytest.raises(ValueError, match=r"table_engine.*'auto', 'delta-rs', 'delta-spark'"):
+        table_store(spark, root, engine="delta")
+    if reason:
+        with pytest.raises(RuntimeError, match=r"spark\.jars\.packages=io\.delta:delta-spark_.*configure_spark_with_delta_pip"):
+            table_store(spark, root, engine="delta-spark")
+
+
+# ---------------------------------------------------------------------------------------
+# delta-rs engine internals: file pruning, reading fallbacks, a write failing mid-stream
+# ---------------------------------------------------------------------------------------
+
+
+def test_delta_rs_prunes_files_by_partition_values_and_statistics(rs_store, spark):
+    for day in (4, 5, 6, 7):  # one commit (one file) per day
+        rs_store.append("t", events(spark, (utc(day, 1), day * 10 + 1), (utc(day, 2, 0, 0, 123456), day * 10 + 2)))
+    assert len(rs_store.read("t").inputFiles()) == 4
+
+    by_stats = rs_store.read_range("t", "ts", utc(5), utc(6))
+    assert len(by_stats.inputFiles()) == 1 and ns(by_stats) == [51, 52]
+    # Statistics are stored in milliseconds (x.123 for x.123456): a start just after the
+    # stored maximum must still read the file.
+    late = rs_store.read_range("t", "ts", utc(5, 2, 0, 0, 123400), utc(5, 3))
+    assert len(late.inputFiles()) == 1 and ns(late) == [52]
+    assert rs_store.read_range("t", "ts", utc(5, 2, 0, 0, 123457), utc(5, 3)).count() == 0
+    assert rs_store.read_range("t", "ts", utc(9), utc(10)).count() == 0
+
+    rs_store.replace_range("p", rs_store.read("t"), column="ts", start=utc(4), end=utc(8),
+                           partition_by=["event_date"])
+    by_partition = rs_store.read_range("p", "event_date", dt.date(2026, 1, 6), dt.date(2026, 1, 8))
+    assert len(by_partition.inputFiles()) == 2 and ns(by_partition) == [61, 62, 71, 72]
+
+
+def test_delta_rs_reads_unusual_partition_values_exactly(rs_store, spark):
+    # Spark decodes partition directories byte-wise; non-ASCII values are read via Arrow.
+    labels = ["a b", "x:y/z=%", "c{d}*?[e]", "ü'\"#", None, "plain"]
+    df = spark.createDataFrame([(utc(5), i, label) for i, label in enumerate(labels)], "ts timestamp, n long, s string")
+    rs_store.append("u", df, partition_by=["s"])
+    assert {(r.n, r.s) for r in rs_store.read("u").collect()} == set(enumerate(labels))
+    assert {(r.n, r.s) for r in rs_store.read_range("u", "ts", utc(5), utc(6)).collect()} == set(enumerate(labels))
+
+    ascii_only = [label for label in labels if label is None or label.isascii()]
+    rs_store.overwrite("v", spark.createDataFrame([(utc(5), i, s) for i, s in enumerate(ascii_only)],
+                                                  "ts timestamp, n long, s string"), partition_by=["s"])
+    files = rs_store.read("v").inputFiles()  # read natively: Spark parses these directories
+    assert len(files) == len(ascii_only)
+    assert {(r.n, r.s) for r in rs_store.read("v").collect()} == set(enumerate(ascii_only))
+
+
+def test_delta_rs_falls_back_to_arrow_for_column_mapping(rs_store, spark):
+    from deltalake import write_deltalake
+
+    data = pa.table({"ts": pa.array([utc(5, 1), utc(6, 1)], pa.timestamp("us", tz="UTC")), "n": [1, 2]})
+    write_deltalake(rs_store.path("cm"), data, configuration={
+        "delta.columnMapping.mode": "name", "delta.minReaderVersion": "2", "delta.minWriterVersion": "5"})
+
+    assert instants(rs_store.read("cm")) == {1: micros(utc(5, 1)), 2: micros(utc(6, 1))}
+    assert ns(rs_store.read_range("cm", "ts", utc(6), utc(7))) == [2]
+    assert rs_store.read_arrow("cm", filters=[("n", "=", 1)])["n"].to_pylist() == [1]
+
+
+def test_delta_rs_write_failing_mid_stream_commits_nothing(rs_store, spark, monkeypatch):
+    rs_store.replace_range("t", events(spark, (utc(5, 1), 1)), column="ts", start=utc(5), end=utc(6))
+    version = rs_store.version("t")
+    real_write = tables.write_deltalake
+
+    def write_then_fail(target, data, **options):
+        batches = data.to_batches(max_chunksize=1)
+
+        def stream():
+            yield batches[0]  # delta-rs starts writing Parquet files...
+            raise OSError("disk full (simulated)")  # ...and the data stream breaks
+
+        real_write(target, pa.RecordBatchReader.from_batches(data.schema, stream()), **options)
+
+    monkeypatch.setattr(tables, "write_deltalake", write_then_fail)
+    with pytest.raises(Exception, match="disk full"):
+        rs_store.replace_range("t", events(spark, (utc(5, 2), 2), (utc(5, 3), 3)), column="ts",
+                               start=utc(5), end=utc(6))
+
+    assert rs_store.version("t") == version
+    assert ns(rs_store.read("t")) == [1]
+
+
+@pytest.mark.parametrize("case", ["different ranges", "same range", "same token"])
+def test_delta_rs_interleaved_commits_are_rebased_or_retried(rs_store, spark, monkeypatch, case):
+    # Force the race: both writers load the same snapshot before either commits. delta-rs
+    # rebases non-conflicting commits itself; a real conflict fails the commit and the
+    # store reruns the whole operation on a fresh snapshot.
+    rs_store.replace_range("i", events(spark, (utc(4), 1)), column="ts", start=utc(4), end=utc(5))
+    version = rs_store.version("i")
+    barrier = threading.Barrier(2)
+    seen = threading.local()
+    real_write = DeltaRsTableStore._write_arrow
+
+    def write_after_both_read(self, target, data, **options):
+        if not getattr(seen, "first_write_done", False):
+            seen.first_write_done = True
+            barrier.wait(timeout=60)
+        real_write(self, target, data, **options)
+
+    monkeypatch.setattr(DeltaRsTableStore, "_write_arrow", write_after_both_read)
+    results: list[WriteResult] = []
+    days = {"different ranges": (5, 6), "same range": (5, 5), "same token": (5, 5)}[case]
+    frames = [events(spark, (utc(day, 1), n)) for day, n in zip(days, (100, 200))]
+    if case == "same token":
+        jobs = [lambda df=df: results.append(rs_store.append("i", df, token="t1")) for df in frames]
+    else:
+        jobs = [lambda df=df, day=day: results.append(
+            rs_store.replace_range("i", df, column="ts", start=utc(day), end=utc(day + 1)))
+            for df, day in zip(frames, days)]
+    run_together(*jobs)
+
+    rows = ns(rs_store.read("i"))
+    if case == "different ranges":
+        assert rows == [1, 100, 200]
+        assert sorted(r.version for r in results) == [version + 1, version + 2]
+    elif case == "same range":
+        assert rows in ([1, 100], [1, 200])  # the later writer's rows, never both
+        assert sorted(r.version for r in results) == [version + 1, version + 2]
+    else:
+        assert rows in ([1, 100], [1, 200])
+        assert sorted(r.skipped for r in results) == [False, True]
+        assert rs_store.version("i") == version + 1

@@ -1,0 +1,78 @@
+from datetime import timedelta
+
+from incremental_assets.transforms.base_events import base_events
+
+from .conftest import event, naive, ts
+
+
+def run(events_df, rows, start=ts(0), end=ts(1), **kw):
+    result = base_events(events_df(rows), window_start=start, window_end=end,
+                         days_late_allowed=kw.pop("days_late_allowed", 3), **kw)
+    return result.events.collect(), result.rejected.collect()
+
+
+def test_invalid_rows_are_rejected_with_the_first_failing_reason(events_df):
+    rows = [event("ok", load=ts(0.1)), event(None, load=ts(0.2)), event("nouser", user=None, load=ts(0.3)),
+            event("nosession", session=None, load=ts(0.3)), event("nolts", load=None, collector=ts(0.4))]
+    rows[-1]["load_tstamp"] = None
+    kept, rejected = run(events_df, rows)
+    assert [r.event_id for r in kept] == ["ok"]
+    reasons = sorted(r.reject_reason for r in rejected)
+    assert reasons == ["null domain_sessionid", "null domain_userid", "null event_id", "null load_tstamp"]
+    # A row without load_tstamp is placed in the hour of its collector_tstamp.
+    assert {r.load_hour_tstamp for r in rejected} == {naive(ts(0))}
+
+
+def test_events_sent_too_late_are_dropped_and_counted(events_df):
+    rows = [event("late", created=ts(-100), sent=ts(-100) + timedelta(days=3, seconds=1), derived=ts(-100),
+                  load=ts(0.5)),
+            event("just_in_time", created=ts(-100), sent=ts(-100) + timedelta(days=3), derived=ts(-100),
+                  load=ts(0.5))]
+    kept, rejected = run(events_df, rows)
+    assert [r.event_id for r in kept] == ["just_in_time"]
+    assert [(r.event_id, r.reject_reason) for r in rejected] == [("late", "sent_too_late")]
+
+
+def test_far_future_derived_tstamp_is_rejected(events_df):
+    kept, rejected = run(events_df, [event("future", derived=ts(48), load=ts(0.5))])
+    assert kept == [] and rejected[0].reject_reason == "derived_tstamp after load_tstamp"
+
+
+def test_duplicates_keep_the_first_loaded_copy_within_the_window(events_df):
+    rows = [event("d", load=ts(0.7), collector=ts(0.6), page_url="second"),
+            event("d", load=ts(0.2), collector=ts(0.1), page_url="first")]
+    kept, _ = run(events_df, rows)
+    assert [(r.event_id, r.page_url) for r in kept] == [("d", "first")]
+
+
+def test_duplicate_whose_first_copy_was_loaded_in_an_earlier_hour_is_dropped(events_df):
+    rows = [event("d", load=ts(-5), page_url="first"), event("d", load=ts(0.5), page_url="second"),
+            event("other", load=ts(-5))]
+    kept, _ = run(events_df, rows)
+    assert kept == []  # the earlier copy belongs to its own hour; nothing of the window is new
+
+
+def test_first_copy_in_the_window_wins_even_if_a_later_copy_exists(events_df):
+    rows = [event("d", load=ts(0.5), page_url="first"), event("d", load=ts(3), page_url="later")]
+    kept, _ = run(events_df, rows)
+    assert [(r.event_id, r.page_url) for r in kept] == [("d", "first")]
+
+
+def test_equal_load_and_collector_tstamps_break_ties_deterministically(events_df):
+    rows = [event("d", load=ts(0.5), page_url="a"), event("d", load=ts(0.5), page_url="b")]
+    first, _ = run(events_df, rows)
+    second, _ = run(events_df, list(reversed(rows)))
+    assert len(first) == 1 and first[0].page_url == second[0].page_url
+
+
+def test_app_ids_filter_leaves_other_apps_out_without_rejecting_them(events_df):
+    rows = [event("w", app="web", load=ts(0.1)), event("m", app="mobile", load=ts(0.1))]
+    kept, rejected = run(events_df, rows, app_ids=("web",))
+    assert [r.event_id for r in kept] == ["w"] and rejected == []
+
+
+def test_window_is_half_open(events_df):
+    rows = [event("at_start", load=ts(0)), event("at_end", load=ts(1))]
+    kept, _ = run(events_df, rows)
+    assert [r.event_id for r in kept] == ["at_start"]
+    assert kept[0].load_date == ts(0).date()

@@ -1,0 +1,60 @@
+from datetime import date, timedelta
+from decimal import Decimal
+
+from incremental_assets.transforms.attributes import lifetime_sessions, refresh_window_metrics, user_attributes
+from incremental_assets.transforms.daily_aggregates import daily_aggregates, rows_by_day
+from incremental_assets.transforms.filtered_events import filtered_events
+from incremental_assets.transforms.sessions import session_lifecycle
+
+from .conftest import event, naive, ts
+
+
+def filtered(events_df, rows):
+    base = events_df(rows)
+    return filtered_events(base, session_lifecycle(base, max_session_days=3), event_names=(),
+                           start_date=ts(-1000), max_session_days=3)
+
+
+def test_daily_metrics_per_user_and_day(events_df):
+    rows = [event("1", derived=ts(0)), event("2", name="page_ping", derived=ts(0.1)),
+            event("3", name="transaction", revenue="10.10", derived=ts(0.2)),
+            event("4", name="transaction", revenue="0.20", session="s2", derived=ts(1)),
+            event("5", user="u2", session="s3", derived=ts(2)),
+            event("6", derived=ts(0, days=1))]
+    daily = {(r.event_date, r.domain_userid): r for r in daily_aggregates(filtered(events_df, rows)).collect()}
+    d0 = ts(0).date()
+    u1 = daily[(d0, "u1")]
+    assert (u1.events, u1.page_views, u1.page_pings, u1.sessions, u1.transactions) == (4, 1, 1, 2, 2)
+    assert u1.revenue == Decimal("10.30")
+    assert (u1.first_event_tstamp, u1.last_event_tstamp) == (naive(ts(0)), naive(ts(1)))
+    assert daily[(d0, "u2")].revenue == Decimal("0.00")
+    assert daily[(d0 + timedelta(days=1), "u1")].events == 1
+    assert {r.event_date: r.rows_aggregated for r in rows_by_day(daily_aggregates(
+        filtered(events_df, rows))).collect()} == {d0: 5, d0 + timedelta(days=1): 1}
+
+
+def test_attributes_lifetime_and_half_open_windows(events_df):
+    as_of = date(2026, 1, 20)
+    days_back = lambda n: (as_of - timedelta(days=n))  # noqa: E731
+    rows = []
+    for i, back in enumerate([1, 7, 8, 30, 31]):
+        derived = ts(0) + (days_back(back) - ts(0).date())
+        rows.append(event(f"pv{i}", session=f"s{i}", derived=derived))
+        rows.append(event(f"tr{i}", name="transaction", revenue="1.00", session=f"s{i}", derived=derived))
+    rows.append(event("today", session="s9", derived=ts(0) + (as_of - ts(0).date())))  # as_of itself: excluded
+    f = filtered(events_df, rows)
+    base = events_df(rows)
+    sessions = lifetime_sessions(session_lifecycle(base, max_session_days=3), start_date=ts(-1000))
+    attrs = user_attributes(daily_aggregates(f), sessions, as_of=as_of).collect()[0]
+    assert attrs.page_views_last_7_days == 2  # 1 and 7 days back; 8 is outside
+    assert attrs.revenue_last_30_days == Decimal("4.00")  # 1, 7, 8, 30 back; 31 is outside
+    assert attrs.lifetime_events == 11 and attrs.lifetime_page_views == 6
+    assert attrs.lifetime_sessions == 6 and attrs.days_active == 6
+    assert attrs.first_event_date == days_back(31) and attrs.last_event_date == as_of
+
+    later = as_of + timedelta(days=10)
+    refreshed = refresh_window_metrics(user_attributes(daily_aggregates(f), sessions, as_of=as_of),
+                                       daily_aggregates(f), as_of=later).collect()[0]
+    assert refreshed.lifetime_events == 11  # untouched
+    # [Dec 31, Jan 30) holds the days 1, 7 and 8 back from Jan 20; none is in the last 7 days.
+    assert refreshed.page_views_last_7_days == 0 and refreshed.revenue_last_30_days == Decimal("3.00")

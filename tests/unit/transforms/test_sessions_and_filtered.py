@@ -1,0 +1,72 @@
+from datetime import date, timedelta
+
+from pyspark.sql import functions as F
+
+from incremental_assets.transforms.filtered_events import filtered_events
+from incremental_assets.transforms.sessions import (
+    quarantined_sessions,
+    session_lifecycle,
+    sessions_needing_update,
+)
+
+from .conftest import event, naive, ts
+
+
+def lifecycle_rows(events_df, rows, max_session_days=3):
+    return {r.domain_sessionid: r for r in
+            session_lifecycle(events_df(rows), max_session_days=max_session_days).collect()}
+
+
+def test_lifecycle_start_end_and_counts(events_df):
+    rows = [event("a", derived=ts(0), load=ts(1)), event("b", derived=ts(2), load=ts(2.1)),
+            event("c", derived=ts(-1), load=ts(5), user_id="known")]
+    row = lifecycle_rows(events_df, rows)["s1"]
+    assert (row.start_tstamp, row.end_tstamp, row.event_count) == (naive(ts(-1)), naive(ts(2)), 3)
+    assert (row.first_load_tstamp, row.last_load_tstamp) == (naive(ts(1)), naive(ts(5)))
+    assert row.user_id == "known" and not row.is_quarantined and row.quarantined_at is None
+
+
+def test_sessions_past_max_days_are_quarantined_and_their_far_events_not_kept(events_df):
+    rows = [event("a", derived=ts(0), load=ts(0.1)),
+            event("b", derived=ts(0, days=3), load=ts(0.1, days=3)),  # exactly at the limit: kept
+            event("c", derived=ts(1, days=3), load=ts(1.1, days=3)),
+            event("d", derived=ts(5, days=4), load=ts(5.1, days=4))]
+    row = lifecycle_rows(events_df, rows)["s1"]
+    assert row.is_quarantined and row.events_beyond_limit == 2
+    assert (row.end_tstamp, row.event_count) == (naive(ts(0, days=3)), 2)
+    assert row.quarantined_at == naive(ts(1.1, days=3)) and row.last_event_tstamp == naive(ts(5, days=4))
+
+
+def test_quarantined_session_with_only_far_new_events_needs_no_update(events_df, spark):
+    stored = spark.createDataFrame(
+        [("s1", ts(0), True, ts(0.1)), ("s2", ts(0), True, ts(0.1))],
+        "domain_sessionid string, start_tstamp timestamp, is_quarantined boolean, first_load_tstamp timestamp")
+    window = events_df([event("x", session="s1", derived=ts(0, days=5), load=ts(0, days=5)),
+                        event("y", session="s2", derived=ts(1), load=ts(0, days=5)),  # late, inside limit
+                        event("z", session="s3", derived=ts(0, days=5), load=ts(0, days=5))])
+    need = {r.domain_sessionid: r.scan_from for r in
+            sessions_needing_update(window, stored, max_session_days=3).collect()}
+    assert need == {"s2": naive(ts(0.1)), "s3": naive(ts(0, days=5))}
+
+
+def test_quarantined_sessions_known_before_a_time(events_df):
+    rows = [event("a", derived=ts(0), load=ts(0.1)), event("b", derived=ts(0, days=4), load=ts(0, days=4))]
+    lifecycle = session_lifecycle(events_df(rows), max_session_days=3)
+    assert quarantined_sessions(lifecycle, before=ts(0, days=4)).count() == 0
+    assert quarantined_sessions(lifecycle, before=ts(1, days=4)).count() == 1
+
+
+def test_filtered_events_rules(events_df):
+    rows = [event("pv", derived=ts(0)), event("ping", name="page_ping", derived=ts(0.5)),
+            event("other", name="link_click", derived=ts(0.6)),
+            event("early", derived=ts(-24 * 30)),
+            event("far", derived=ts(1, days=3)), event("near", derived=ts(0, days=3))]
+    base = events_df(rows)
+    lifecycle = session_lifecycle(base, max_session_days=3)
+    out = filtered_events(base, lifecycle.withColumn("start_tstamp", F.lit(ts(0))),
+                          event_names=("page_view", "page_ping"), start_date=ts(-24),
+                          max_session_days=3)
+    got = {r.event_id: r for r in out.collect()}
+    assert set(got) == {"pv", "ping", "near"}
+    assert got["pv"].event_date == date(2026, 1, 5) and got["pv"].session_start_tstamp == naive(ts(0))
+    assert got["near"].event_date == ts(0, days=3).date()
