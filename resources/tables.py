@@ -83,6 +83,14 @@ def check_identifier(value: str, what: str = "name") -> str:
 # ---------------------------------------------------------------------------------------
 
 
+def _plain_datetime(value: dt.datetime) -> dt.datetime:
+    """A plain UTC datetime (also from subclasses such as pendulum's, which Spark and pyarrow
+    may not recognise)."""
+    utc = value.astimezone(UTC)
+    return dt.datetime(utc.year, utc.month, utc.day, utc.hour, utc.minute, utc.second,
+                       utc.microsecond, tzinfo=UTC)
+
+
 def _normalise_bound(value: Any, column_type: str, column: str, side: str):
     """A range bound as the Python value the column compares with (UTC datetime or date)."""
     if value is None:
@@ -94,21 +102,21 @@ def _normalise_bound(value: Any, column_type: str, column: str, side: str):
                     f"range {side} for timestamp column {column!r} must be timezone-aware "
                     f"(UTC), got naive {value!r}"
                 )
-            return value.astimezone(UTC)
+            return _plain_datetime(value)
         if isinstance(value, dt.date):
-            return dt.datetime.combine(value, dt.time(0), tzinfo=UTC)
+            return dt.datetime(value.year, value.month, value.day, tzinfo=UTC)
     elif column_type == "date":
         if isinstance(value, dt.datetime):
             # A partition time window gives midnight datetimes; anything else is ambiguous.
-            utc = value.astimezone(UTC) if value.tzinfo else value
+            utc = _plain_datetime(value) if value.tzinfo else value
             if utc.time() != dt.time(0):
                 raise ValueError(
                     f"range {side} for date column {column!r} must be a date or a midnight "
                     f"UTC datetime, got {value!r}"
                 )
-            return utc.date()
+            return dt.date(utc.year, utc.month, utc.day)
         if isinstance(value, dt.date):
-            return value
+            return dt.date(value.year, value.month, value.day)
     else:
         raise ValueError(
             f"column {column!r} has type {column_type!r}; ranges are supported on "

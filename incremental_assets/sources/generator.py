@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 import random
 import time
+import zlib
 from collections.abc import Callable, Sequence
 from datetime import date, datetime, timezone
 from typing import Any
@@ -138,10 +139,18 @@ LEGACY_EVENT = {
 # Deterministic randomness
 
 
+def _hash(seed: int, salt: str, *keys: Column) -> Column:
+    """A 64-bit hash of `keys`, different for every (seed, salt).
+
+    The seed and salt are folded into one number in Python (crc32 is stable across runs),
+    which keeps the per-row work and the generated code small."""
+    salt_number = zlib.crc32(f"{seed}/{salt}".encode())
+    return F.xxhash64(*keys, F.lit(salt_number))
+
+
 def _uniform(seed: int, salt: str, *keys: Column) -> Column:
     """A uniform double in [0, 1), fixed by (seed, salt, keys)."""
-    hashed = F.xxhash64(F.lit(seed), F.lit(salt), *keys)
-    return F.pmod(hashed, F.lit(1 << 53)).cast("double") / float(1 << 53)
+    return F.shiftrightunsigned(_hash(seed, salt, *keys), 11).cast("double") * (1.0 / (1 << 53))
 
 
 def _between(u: Column, low: int, high: int | Column) -> Column:
@@ -173,7 +182,7 @@ def _lookup(column: Column, mapping: dict[str, str]) -> Column:
 
 
 def _hex16(seed: int, salt: str, *keys: Column) -> Column:
-    return F.lpad(F.lower(F.hex(F.xxhash64(F.lit(seed), F.lit(salt), *keys))), 16, "0")
+    return F.lpad(F.lower(F.hex(_hash(seed, salt, *keys))), 16, "0")
 
 
 def _uuid(seed: int, salt: str, *keys: Column) -> Column:
@@ -395,7 +404,9 @@ def _add_times_and_kinds(events: DataFrame, start_ms: int, seed: int) -> DataFra
     events = _add(events, first_load_ms=c("first_collector_ms") + c("load_delay_ms"))
 
     # The copy of a duplicated event arrives again later: in the same load hour or 1-48 h on.
-    events = events.select("*", F.explode("copies").alias("copy"))
+    # explode_outer (the arrays are never empty): plain explode makes Spark add a filter
+    # that recomputes `copies` below.
+    events = events.select("*", F.explode_outer("copies").alias("copy"))
     left_in_hour = HOUR_MS - F.pmod(c("first_load_ms"), F.lit(HOUR_MS))
     shift = (
         F.when(c("copy") == 0, 0)
@@ -471,6 +482,11 @@ def _with_choices(skeleton: DataFrame, seed: int) -> DataFrame:
         revenue_cents=_between(u("revenue", c("event_no")) ** 2, 500, 40_000),
         doc_height=_between(u("doc_height", session, c("page_index")), 1_500, 8_000).cast("int"),
         view_shrink=_between(u("viewport", user), 0, 600).cast("int"),
+        event_uuid=_uuid(seed, "event", c("event_no")),
+        user_uuid=_uuid(seed, "user", user),
+        network_user_uuid=_uuid(seed, "network_user", user),
+        session_uuid=_uuid(seed, "session", session),
+        fingerprint=_hex16(seed, "fingerprint", c("event_no")),
     )
 
 
@@ -507,13 +523,13 @@ def _atomic_columns(seed: int) -> dict[str, Column]:
         "collector_tstamp": timestamp("collector_ms"),
         "dvce_created_tstamp": timestamp("created_ms"),
         "event": _lookup(name, LEGACY_EVENT),
-        "event_id": F.when(kind != "invalid_null_event_id", _uuid(seed, "event", i)),
+        "event_id": F.when(kind != "invalid_null_event_id", c("event_uuid")),
         "user_id": F.when(
             c("logs_in") & (c("session_idx") >= c("login_session")), F.concat(F.lit("user_"), user.cast("string"))
         ),
-        "domain_userid": F.when(kind != "invalid_null_domain_userid", _uuid(seed, "user", user)),
+        "domain_userid": F.when(kind != "invalid_null_domain_userid", c("user_uuid")),
         "domain_sessionidx": c("session_idx"),
-        "network_userid": _uuid(seed, "network_user", user),
+        "network_userid": c("network_user_uuid"),
         "geo_country": _choose(geo, [g[0] for g in GEOS]),
         "geo_city": _choose(geo, [g[2] for g in GEOS]),
         "page_url": F.concat(F.lit("https://"), host, path),
@@ -553,13 +569,13 @@ def _atomic_columns(seed: int) -> dict[str, Column]:
         "doc_height": c("doc_height"),
         "geo_timezone": _choose(geo, [g[1] for g in GEOS]),
         "dvce_sent_tstamp": timestamp("sent_ms"),
-        "domain_sessionid": F.when(kind != "invalid_null_domain_sessionid", _uuid(seed, "session", session)),
+        "domain_sessionid": F.when(kind != "invalid_null_domain_sessionid", c("session_uuid")),
         "derived_tstamp": F.when(kind != "invalid_null_derived_tstamp", timestamp("derived_ms")),
         "event_vendor": F.lit("com.snowplowanalytics.snowplow"),
         "event_name": name,
         "event_format": F.lit("jsonschema"),
         "event_version": F.lit("1-0-0"),
-        "event_fingerprint": _hex16(seed, "fingerprint", i),
+        "event_fingerprint": c("fingerprint"),
         "load_tstamp": timestamp("load_ms"),
     }
 

@@ -4,8 +4,10 @@ A session's row is a function of all its base events, so recomputing it from the
 of every session touched in a window gives the same row whatever order the windows run in.
 
 Kept events: a session's events that happened no later than its start + max_session_days.
-Events past that limit never change the row (they are only counted), which is what keeps
-runaway bot sessions cheap: once quarantined, their new far-out events are ignored.
+Events past that limit never change the row (only the first one marks the session as
+quarantined), which is what keeps runaway bot sessions cheap: once quarantined, their new
+far-out events are ignored. No column counts them, since such a count would depend on when
+the session was last recomputed.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pyspark.sql import functions as F
 LIFECYCLE_COLUMNS = (
     "domain_sessionid", "domain_userid", "user_id", "app_id", "domain_sessionidx",
     "start_tstamp", "end_tstamp", "event_count", "first_load_tstamp", "last_load_tstamp",
-    "events_beyond_limit", "last_event_tstamp", "is_quarantined", "quarantined_at",
+    "is_quarantined", "quarantined_at",
 )
 
 
@@ -52,10 +54,8 @@ def session_lifecycle(session_events: DataFrame, *, max_session_days: int) -> Da
         F.count(F.when(kept, 1)).alias("event_count"),
         F.min("load_tstamp").alias("first_load_tstamp"),
         F.max(F.when(kept, F.col("load_tstamp"))).alias("last_load_tstamp"),
-        F.count(F.when(~kept, 1)).alias("events_beyond_limit"),
-        F.max("derived_tstamp").alias("last_event_tstamp"),
         F.min(F.when(~kept, F.col("load_tstamp"))).alias("quarantined_at"),
-    ).withColumn("is_quarantined", F.col("events_beyond_limit") > 0).select(*LIFECYCLE_COLUMNS)
+    ).withColumn("is_quarantined", F.col("quarantined_at").isNotNull()).select(*LIFECYCLE_COLUMNS)
 
 
 def sessions_needing_update(window_events: DataFrame, stored_lifecycle: DataFrame, *,
@@ -81,5 +81,4 @@ def sessions_needing_update(window_events: DataFrame, stored_lifecycle: DataFram
 def quarantined_sessions(lifecycle: DataFrame, *, before: datetime) -> DataFrame:
     """Sessions longer than max_session_days known by `before` (load time)."""
     return lifecycle.where(F.col("is_quarantined") & (F.col("quarantined_at") < F.lit(before))).select(
-        "domain_sessionid", "domain_userid", "start_tstamp", "end_tstamp", "last_event_tstamp",
-        "events_beyond_limit", "quarantined_at")
+        "domain_sessionid", "domain_userid", "start_tstamp", "end_tstamp", "event_count", "quarantined_at")

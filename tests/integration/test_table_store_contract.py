@@ -12,6 +12,7 @@ import threading
 
 import pyarrow as pa
 import pytest
+from deltalake import DeltaTable
 from pyspark.sql import functions as F
 
 from resources import tables
@@ -438,12 +439,16 @@ def test_delta_rs_reads_unusual_partition_values_exactly(rs_store, spark):
     assert {(r.n, r.s) for r in rs_store.read("v").collect()} == set(enumerate(ascii_only))
 
 
-def test_delta_rs_falls_back_to_arrow_for_column_mapping(rs_store, spark):
+@pytest.mark.parametrize("configuration", [
+    {"delta.columnMapping.mode": "name", "delta.minReaderVersion": "2", "delta.minWriterVersion": "5"},
+    {"delta.enableDeletionVectors": "true"},
+], ids=["column mapping", "deletion vectors"])
+def test_delta_rs_falls_back_to_arrow_for_tables_spark_cannot_read_as_files(rs_store, spark, configuration):
     from deltalake import write_deltalake
 
     data = pa.table({"ts": pa.array([utc(5, 1), utc(6, 1)], pa.timestamp("us", tz="UTC")), "n": [1, 2]})
-    write_deltalake(rs_store.path("cm"), data, configuration={
-        "delta.columnMapping.mode": "name", "delta.minReaderVersion": "2", "delta.minWriterVersion": "5"})
+    write_deltalake(rs_store.path("cm"), data, configuration=configuration)
+    assert not tables._spark_can_read_files(DeltaTable(rs_store.path("cm")))
 
     assert instants(rs_store.read("cm")) == {1: micros(utc(5, 1)), 2: micros(utc(6, 1))}
     assert ns(rs_store.read_range("cm", "ts", utc(6), utc(7))) == [2]
