@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from incremental_assets.planning.processing_manifest import ItemStatus
-from incremental_assets.runs import HOURLY_MODELS, current_limits, last_success_by_model, manifest_for
+from incremental_assets.runs import HOURLY_MODELS, current_limits, incremental_manifest, manifest_for
 from incremental_assets.settings import Settings
 
 PROBLEM_STATUSES = (ItemStatus.LOCKED, ItemStatus.FAIL_LOCKED, ItemStatus.INVALID)
@@ -17,10 +17,12 @@ def describe_limits(settings: Settings, now: datetime) -> str:
     manifest = manifest_for(settings)
     limits = current_limits(settings, now, manifest)
     lines = [limits.describe()]
-    last = last_success_by_model(manifest)
+    progress = incremental_manifest(manifest)
     for model in HOURLY_MODELS:
-        value = last.get(model)
-        lines.append(f"  {model}: last success {value:%Y-%m-%d %H:%M:%S}" if value else f"  {model}: never run")
+        p = progress.get(model)
+        lines.append(f"  {model}: loads {p.first_success:%Y-%m-%d %H:%M} .. {p.last_success:%Y-%m-%d %H:%M} "
+                     f"processed; last run wrote {p.last_rows_written:,} rows ({p.last_limits})"
+                     if p else f"  {model}: never run")
     problems = [s for s in manifest.states().values() if s.status in PROBLEM_STATUSES]
     if problems:
         lines.append(f"  {len(problems)} item(s) need attention:")

@@ -41,19 +41,39 @@ def manifest_for(settings: Settings) -> ManifestStore:
     return ManifestStore(settings.table_path(MANIFEST_TABLE))
 
 
-def last_success_by_model(manifest: ManifestStore, models: Sequence[str] = HOURLY_MODELS) -> dict[str, datetime]:
-    """Per model, the end of the latest load window it processed: every load before it is done."""
-    last: dict[str, datetime] = {}
+@dataclass(frozen=True)
+class ModelProgress:
+    """One line of the incremental manifest, derived from the model's PROCESSED records."""
+
+    model: str
+    first_success: datetime  # start of the earliest load window processed
+    last_success: datetime  # end of the latest load window processed: every load before it is done
+    last_limits: str
+    last_rows_written: int
+
+
+def incremental_manifest(manifest: ManifestStore, models: Sequence[str] = HOURLY_MODELS) -> dict[str, ModelProgress]:
+    progress: dict[str, ModelProgress] = {}
     for record in manifest.records():
         asset, _ = split_item_id(record.item_id)
-        if asset not in models or record.state is not State.PROCESSED or not record.payload:
+        payload = record.payload or {}
+        if asset not in models or record.state is not State.PROCESSED or "load_window_end" not in payload:
             continue
-        end = record.payload.get("load_window_end")
-        if end:
-            end_ts = datetime.fromisoformat(end)
-            if asset not in last or end_ts > last[asset]:
-                last[asset] = end_ts
-    return last
+        start = datetime.fromisoformat(payload["load_window_start"])
+        end = datetime.fromisoformat(payload["load_window_end"])
+        known = progress.get(asset)
+        if known is None or end >= known.last_success:
+            progress[asset] = ModelProgress(asset, min(start, known.first_success) if known else start, end,
+                                            payload.get("limits", ""), int(payload.get("rows_written", 0)))
+        else:
+            progress[asset] = ModelProgress(asset, min(start, known.first_success), known.last_success,
+                                            known.last_limits, known.last_rows_written)
+    return progress
+
+
+def last_success_by_model(manifest: ManifestStore, models: Sequence[str] = HOURLY_MODELS) -> dict[str, datetime]:
+    """Per model, the end of the latest load window it processed: every load before it is done."""
+    return {model: p.last_success for model, p in incremental_manifest(manifest, models).items()}
 
 
 def current_limits(settings: Settings, now: datetime, manifest: ManifestStore | None = None) -> RunLimits:

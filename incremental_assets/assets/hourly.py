@@ -11,7 +11,7 @@ from dagster import AssetExecutionContext, AssetIn, asset
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from incremental_assets.assets.common import run_state_metadata, schema_metadata
+from incremental_assets.assets.common import RUN_LIMITS_TAG, run_state_metadata, schema_metadata
 from incremental_assets.partitions import hourly_partitions, single_run
 from incremental_assets.sources.reader import read_source
 from incremental_assets.transforms.base_events import base_events as base_events_transform
@@ -32,8 +32,10 @@ HOURLY = dict(partitions_def=hourly_partitions, backfill_policy=single_run,
 
 
 def _window_payload(context) -> dict:
+    """What the manifest keeps with each PROCESSED record: the load window and the run's limits."""
     window = context.partition_time_window
-    return {"load_window_start": window.start.isoformat(), "load_window_end": window.end.isoformat()}
+    return {"load_window_start": window.start.isoformat(), "load_window_end": window.end.isoformat(),
+            "limits": context.run.tags.get(RUN_LIMITS_TAG, "manual run")}
 
 
 @asset(

@@ -1,0 +1,37 @@
+"""The code location loads, and its shape is what the UI and the sensor rely on."""
+
+from dagster import AssetKey
+
+
+def test_definitions_load_with_the_six_assets_and_three_jobs():
+    from incremental_assets.definitions import defs
+
+    graph = defs.resolve_asset_graph()
+    names = {key.path[-1] for key in graph.get_all_asset_keys()}
+    assert names == {"base_events", "sessions_lifecycle_manifest", "quarantined_sessions",
+                     "filtered_events", "daily_aggregates", "attributes"}
+    for name in ("hourly_job", "daily_job", "attributes_job"):
+        assert defs.resolve_job_def(name) is not None
+
+
+def test_partitioned_assets_backfill_a_range_in_one_run():
+    from incremental_assets.definitions import defs
+
+    graph = defs.resolve_asset_graph()
+    for name in ("base_events", "filtered_events", "daily_aggregates"):
+        node = graph.get(AssetKey(name))
+        assert node.backfill_policy.max_partitions_per_run is None, name  # single run
+
+
+def test_daily_aggregates_reads_the_filtered_hours_of_its_day_and_reprocess_days():
+    from incremental_assets.definitions import defs
+    from incremental_assets.partitions import LOAD_SETTINGS, daily_partitions, hourly_partitions
+
+    graph = defs.resolve_asset_graph()
+    mapping = graph.get_partition_mapping(AssetKey("daily_aggregates"), AssetKey("filtered_events"))
+    assert (mapping.start_offset, mapping.end_offset) == (0, LOAD_SETTINGS.reprocess_days)
+    upstream = mapping.get_upstream_mapped_partitions_result_for_partitions(
+        daily_partitions.subset_with_partition_keys(["2026-01-05"]), daily_partitions,
+        hourly_partitions).partitions_subset.get_partition_keys()
+    days = LOAD_SETTINGS.reprocess_days + 1
+    assert len(upstream) == 24 * days and min(upstream) == "2026-01-05-00:00"

@@ -1,0 +1,68 @@
+from datetime import date, datetime, timedelta, timezone
+
+import pytest
+
+from incremental_assets.settings import Settings, SettingsError
+
+
+def test_defaults_are_valid():
+    settings = Settings.load(environ={})
+    assert settings.backfill_limit_days == 30 and settings.app_ids == () and settings.table_engine == "auto"
+
+
+def test_environment_variables_and_lists():
+    settings = Settings.load(environ={
+        "INCREMENTAL_MAX_SESSION_DAYS": "3", "INCREMENTAL_EVENT_NAMES": "page_view, page_ping,transaction",
+        "INCREMENTAL_START_DATE": "2024-03-02", "INCREMENTAL_LOOKBACK_WINDOW_HOURS": "1.5",
+        "INCREMENTAL_ATTRIBUTES_AS_OF": "2024-04-01", "INCREMENTAL_AUTO_RESOLVE_FAILURES": "yes"})
+    assert settings.event_names == ("page_view", "page_ping", "transaction")
+    assert settings.start_date == datetime(2024, 3, 2, tzinfo=timezone.utc)
+    assert settings.lookback_window_hours == 1.5 and settings.attributes_as_of == date(2024, 4, 1)
+    assert settings.auto_resolve_failures is True
+
+
+def test_overrides_win_over_environment():
+    settings = Settings.load({"reprocess_days": 5}, environ={"INCREMENTAL_REPROCESS_DAYS": "2"})
+    assert settings.reprocess_days == 5
+
+
+@pytest.mark.parametrize("name, value, words", [
+    ("backfill_limit_days", "0", "backfill_limit_days=0 is not accepted; it must be >= 1"),
+    ("lookback_window_hours", "-1", "lookback_window_hours=-1.0 is not accepted"),
+    ("start_date", "2024-13-45", "start_date='2024-13-45' is not a date"),
+    ("table_engine", "duckdb", "table_engine='duckdb' is not accepted; use one of auto, delta-rs, delta-spark"),
+    ("run_type", "weekly", "run_type='weekly' is not accepted"),
+    ("grace_period", "1 hour", "grace_period='1 hour' is not accepted"),
+    ("abstinent_period", "P1M", "abstinent_period='P1M' is not accepted"),
+    ("max_session_days", "three", "max_session_days='three' is not a whole number"),
+    ("min_rows_to_process", "0", "min_rows_to_process=0 is not accepted"),
+    ("auto_resolve_failures", "maybe", "auto_resolve_failures='maybe' is not accepted"),
+])
+def test_bad_values_name_the_setting_and_what_is_accepted(name, value, words):
+    with pytest.raises(SettingsError) as info:
+        Settings.load(environ={f"INCREMENTAL_{name.upper()}": value})
+    assert words in str(info.value)
+
+
+def test_unknown_setting_in_overrides_is_refused():
+    with pytest.raises(SettingsError, match="unknown setting 'max_session_day'"):
+        Settings.load({"max_session_day": 3}, environ={})
+
+
+def test_a_warehouse_that_is_a_file_is_refused(tmp_path):
+    file = tmp_path / "not_a_dir"
+    file.write_text("x")
+    with pytest.raises(SettingsError, match="is a file"):
+        Settings.load(environ={"INCREMENTAL_WAREHOUSE": str(file)})
+
+
+def test_durations_give_timedeltas():
+    settings = Settings.load(environ={"INCREMENTAL_GRACE_PERIOD": "P0DT7H"})
+    assert settings.grace == timedelta(hours=7) and settings.abstinent == timedelta(0)
+
+
+def test_the_warehouse_resource_mirrors_every_setting():
+    from incremental_assets.settings import Settings as S
+    from resources.warehouse import WarehouseResource
+
+    assert set(S.__dataclass_fields__) == set(WarehouseResource.model_fields) - {"pyspark"}
