@@ -1,12 +1,14 @@
-"""The code location: every asset, job, sensor and resource, one instance per resource key."""
+"""The code location: every asset, check, job, sensor and resource, one instance per resource key."""
 
-from __future__ import annotations
+from datetime import timedelta
 
-from dagster import Definitions, in_process_executor
+from dagster import Definitions, FreshnessPolicy, apply_freshness_policy, in_process_executor, map_asset_specs
 
 from incremental_assets.assets.daily import attributes, daily_aggregates
 from incremental_assets.assets.hourly import HOURLY_ASSETS
+from incremental_assets.checks import CHECKS
 from incremental_assets.jobs import JOBS
+from incremental_assets.sensors import SENSORS
 from resources.manifest_io_manager import ManifestIOManager
 from resources.spark import SparkResource
 from resources.warehouse import WarehouseResource
@@ -16,9 +18,17 @@ from resources.warehouse import WarehouseResource
 spark = SparkResource(spark_config={})
 warehouse = WarehouseResource(pyspark=spark)
 
+# With the sensor on, each closed load hour with data is processed within minutes; no new
+# materialization for hours means no new source data or a stuck pipeline (the daemon
+# evaluates this; the UI shows it on each hourly asset).
+HOURLY_FRESHNESS = FreshnessPolicy.time_window(fail_window=timedelta(hours=6), warn_window=timedelta(hours=2))
+
 defs = Definitions(
-    assets=[*HOURLY_ASSETS, daily_aggregates, attributes],
+    assets=[*map_asset_specs(lambda spec: apply_freshness_policy(spec, HOURLY_FRESHNESS), HOURLY_ASSETS),
+            daily_aggregates, attributes],
+    asset_checks=CHECKS,
     jobs=JOBS,
+    sensors=SENSORS,
     resources={
         "pyspark": spark,
         "warehouse": warehouse,

@@ -292,6 +292,10 @@ class TableStore(abc.ABC):
         """The whole table as a Spark DataFrame (FileNotFoundError if it does not exist)."""
 
     @abc.abstractmethod
+    def read_path_range(self, path: str, column: str, start, end, columns: Sequence[str] | None = None):
+        """read_range for a Delta table outside the warehouse (e.g. the source), by path."""
+
+    @abc.abstractmethod
     def read_range(self, name: str, column: str, start, end, columns: Sequence[str] | None = None):
         """Rows with start <= column < end (None: unbounded on that side).
 
@@ -522,19 +526,27 @@ class DeltaRsTableStore(TableStore):
         return DeltaTable.is_deltatable(self.path(name))
 
     def read(self, name: str, columns: Sequence[str] | None = None):
-        return self._read(name, columns)
+        return self._read(self.path(name), columns)
 
     def read_range(self, name: str, column: str, start, end, columns: Sequence[str] | None = None):
-        return self._read(name, columns, (check_identifier(column, "range column"), start, end))
+        return self._read(self.path(name), columns, (check_identifier(column, "range column"), start, end))
+
+    def read_path_range(self, path: str, column: str, start, end, columns: Sequence[str] | None = None):
+        return self._read(path, columns, (check_identifier(column, "range column"), start, end))
 
     def _require(self, name: str) -> DeltaTable:
-        table = _load_delta_rs(self.path(name))
+        return self._require_path(self.path(name))
+
+    @staticmethod
+    def _require_path(path: str) -> DeltaTable:
+        table = _load_delta_rs(path)
         if table is None:
-            raise FileNotFoundError(f"no Delta table at {self.path(name)}")
+            raise FileNotFoundError(f"no Delta table at {path}")
         return table
 
-    def _read(self, name: str, columns: Sequence[str] | None, time_range=None):
-        table = self._require(name)
+    def _read(self, path: str, columns: Sequence[str] | None, time_range=None):
+        name = path.rstrip("/").rsplit("/", 1)[-1]
+        table = self._require_path(path)
         schema = _spark_schema(table)
         if columns:
             _check_columns_present(schema.names, columns, f"read {name}")
@@ -544,7 +556,7 @@ class DeltaRsTableStore(TableStore):
             column_type = _spark_type_name(schema, column, f"read_range {name}")
             pruning = (column, column_type, *_normalise_range(column, column_type, start, end))
 
-        df = self._files_dataframe(self.path(name), table, schema, pruning)
+        df = self._files_dataframe(path, table, schema, pruning)
         if df is None:  # Spark cannot read the files as they are
             df = self._arrow_dataframe(table, schema, pruning)
         if pruning is not None:
@@ -895,9 +907,12 @@ class DeltaSparkTableStore(TableStore):
         return df.select(*columns) if columns else df
 
     def read_range(self, name: str, column: str, start, end, columns: Sequence[str] | None = None):
+        return self.read_path_range(self.path(name), column, start, end, columns)
+
+    def read_path_range(self, path: str, column: str, start, end, columns: Sequence[str] | None = None):
         check_identifier(column, "range column")
-        df = self.read(name)
-        column_type = _spark_type_name(df.schema, column, f"read_range {name}")
+        df = self.spark.read.format("delta").load(path)
+        column_type = _spark_type_name(df.schema, column, f"read_range {path}")
         lo, hi = _normalise_range(column, column_type, start, end)
         df = df.where(_spark_range_condition(column, lo, hi))  # Delta skips files by stats
         return df.select(*columns) if columns else df

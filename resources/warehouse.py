@@ -77,11 +77,5 @@ class WarehouseResource(ConfigurableResource):
     def manifest(self) -> ManifestStore:
         return ManifestStore(self.settings.table_path(MANIFEST_TABLE))
 
-    def source_events(self):
-        """The raw source table as a Spark DataFrame (Delta or Parquet), conformed."""
-        from incremental_assets.sources.reader import read_source
-
-        return read_source(self.spark, self.settings.source)
-
     def now(self) -> datetime:
         return datetime.now(timezone.utc)

@@ -51,8 +51,10 @@ def base_events(context: AssetExecutionContext, warehouse: WarehouseResource) ->
         window = context.partition_time_window
         # Earlier copies of a duplicate can only have been loaded within the late-send limit.
         lookback = timedelta(days=settings.days_late_allowed + 1)
-        source = read_source(warehouse.spark, settings.source, window.start - lookback, window.end)
-        result = base_events_transform(source, window_start=window.start, window_end=window.end,
+        tables, source = warehouse.tables, settings.source
+        result = base_events_transform(read_source(tables, source, window.start, window.end),
+                                       read_source(tables, source, window.start - lookback, window.start),
+                                       window_start=window.start, window_end=window.end,
                                        days_late_allowed=settings.days_late_allowed,
                                        app_ids=settings.app_ids)
         rejected = TableWrite("rejected_events", result.rejected, "replace_range",

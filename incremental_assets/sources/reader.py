@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from incremental_assets.sources.schema import ATOMIC_EVENTS_SCHEMA, conform_to_atomic
+from incremental_assets.sources.schema import conform_to_atomic
 
 
 class SourceError(RuntimeError):
@@ -33,17 +33,21 @@ def load_time_column():
     return F.coalesce(F.col("load_tstamp"), F.col("collector_tstamp"))
 
 
-def read_source(spark, path: str, load_start: datetime | None = None,
+def read_source(tables, path: str, load_start: datetime | None = None,
                 load_end: datetime | None = None) -> DataFrame:
-    """Source rows whose load time (load_tstamp, else collector_tstamp) is in [load_start, load_end)."""
+    """Source rows whose load time (load_tstamp, else collector_tstamp) is in [load_start, load_end).
+
+    `tables` is the warehouse's table store: a Delta source is read like any of our tables
+    (Spark on the files the Delta log lists, with the table's schema, no footer scan).
+    """
     if "://" not in path and not os.path.exists(path):
         raise SourceError(f"source table not found at {path!r}: set INCREMENTAL_SOURCE_PATH to a Delta "
                           "or Parquet table of atomic events (or run `make demo` to generate a sample)")
     if is_delta_table(path):
-        df = _read_delta_files(spark, path, load_start, load_end)
+        df = _read_delta(tables, path, load_start, load_end)
     else:
         try:
-            df = spark.read.option("mergeSchema", "true").parquet(path)
+            df = tables.spark.read.option("mergeSchema", "true").parquet(path)
         except Exception as exc:  # noqa: BLE001
             raise SourceError(f"source at {path!r} is neither a Delta table nor readable Parquet: {exc}") from exc
     df = conform_to_atomic(df)
@@ -54,21 +58,12 @@ def read_source(spark, path: str, load_start: datetime | None = None,
     return df
 
 
-def _read_delta_files(spark, path: str, load_start, load_end) -> DataFrame:
+def _read_delta(tables, path: str, load_start, load_end) -> DataFrame:
     from deltalake import DeltaTable
 
-    table = DeltaTable(path)
-    partition_columns = table.metadata().partition_columns
-    filters = []
-    if "load_date" in partition_columns:
-        if load_start is not None:
-            filters.append(("load_date", ">=", load_start.date().isoformat()))
-        if load_end is not None:
-            filters.append(("load_date", "<=", (load_end - timedelta(microseconds=1)).date().isoformat()))
-    files = table.file_uris(partition_filters=filters or None)
-    if not files:
-        return spark.createDataFrame([], ATOMIC_EVENTS_SCHEMA)
-    reader = spark.read.option("mergeSchema", "true")
-    if partition_columns:
-        reader = reader.option("basePath", path)
-    return reader.parquet(*files)
+    if "load_date" not in DeltaTable(path).metadata().partition_columns:
+        # Without the load_date partition every file is read; the load-time filter follows.
+        return tables.read_path_range(path, "load_tstamp", None, None)
+    first_day = load_start.date() if load_start is not None else None
+    end_day = ((load_end - timedelta(microseconds=1)).date() + timedelta(days=1)) if load_end is not None else None
+    return tables.read_path_range(path, "load_date", first_day, end_day)

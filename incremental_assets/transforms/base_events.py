@@ -1,8 +1,8 @@
 """base_events: validate, drop late-sent events, keep the first-loaded copy of each event.
 
 DataFrame in, DataFrames out; no I/O. The caller passes the source rows loaded in the
-window *and* in a look-back before it, so a duplicate whose first copy arrived in an
-earlier hour (or an earlier run) is recognised without depending on what base_events
+window *and* those loaded in a look-back before it, so a duplicate whose first copy arrived
+in an earlier hour (or an earlier run) is recognised without depending on what base_events
 already holds: the result for a load window is a function of the source alone, and
 therefore the same whatever order or grouping the windows are processed in.
 """
@@ -56,32 +56,40 @@ def reject_reason(*, days_late_allowed: int):
     return reason
 
 
-def base_events(source_rows: DataFrame, *, window_start: datetime, window_end: datetime,
-                days_late_allowed: int, app_ids: tuple[str, ...] = ()) -> BaseEventsResult:
+def base_events(window_rows: DataFrame, earlier_rows: DataFrame, *, window_start: datetime,
+                window_end: datetime, days_late_allowed: int,
+                app_ids: tuple[str, ...] = ()) -> BaseEventsResult:
     """Valid events first loaded in [window_start, window_end), and the window's rejected rows.
 
-    `source_rows` must hold every source row loaded in the window and in the duplicate
-    look-back before it. Rows of other app ids are left out (not rejected). Among valid
-    copies of one event_id the first loaded wins: earliest load_tstamp, then
-    collector_tstamp, then a hash of the row so that ties break the same way every time.
+    `window_rows` are the source rows whose load time is in the window; `earlier_rows` the
+    source rows loaded in the duplicate look-back before it (only event_id, the timestamps,
+    the required columns and app_id are read). Rows of other app ids are left out (not
+    rejected). Among valid copies of one event_id the first loaded wins: earliest
+    load_tstamp, then collector_tstamp, then a hash of the row so ties break the same way
+    every time. A valid copy loaded before the window always wins over the window's copies.
     """
-    rows = source_rows
-    if app_ids:
-        rows = rows.where(F.col("app_id").isin(list(app_ids)))
-    rows = rows.withColumn("reject_reason", reject_reason(days_late_allowed=days_late_allowed))
-    in_window = (load_time(rows) >= F.lit(window_start)) & (load_time(rows) < F.lit(window_end))
+    def usable(rows: DataFrame) -> DataFrame:
+        if app_ids:
+            rows = rows.where(F.col("app_id").isin(list(app_ids)))
+        return rows.withColumn("reject_reason", reject_reason(days_late_allowed=days_late_allowed))
 
-    rejected = rows.where(F.col("reject_reason").isNotNull() & in_window).withColumn(
+    rows = usable(window_rows)
+    rejected = rows.where(F.col("reject_reason").isNotNull()).withColumn(
         "load_hour_tstamp", F.date_trunc("hour", load_time(rows)))
 
     valid = rows.where(F.col("reject_reason").isNull()).drop("reject_reason")
     first_copy = Window.partitionBy("event_id").orderBy(
         F.col("load_tstamp").asc(), F.col("collector_tstamp").asc_nulls_last(),
         F.xxhash64(*[F.col(c) for c in valid.columns]).asc())
-    events = (valid.withColumn("_copy", F.row_number().over(first_copy))
-              .where((F.col("_copy") == 1)
-                     & (F.col("load_tstamp") >= F.lit(window_start))
-                     & (F.col("load_tstamp") < F.lit(window_end)))
-              .drop("_copy")
+    firsts_in_window = (valid.withColumn("_copy", F.row_number().over(first_copy))
+                        .where(F.col("_copy") == 1).drop("_copy"))
+    earlier_ids = (usable(earlier_rows.select(*EARLIER_COPY_COLUMNS))
+                   .where(F.col("reject_reason").isNull()).select("event_id"))
+    events = (firsts_in_window.join(earlier_ids, "event_id", "left_anti")
               .withColumn("load_date", F.to_date("load_tstamp")))
     return BaseEventsResult(events=events, rejected=rejected)
+
+
+# What deciding "a valid earlier copy exists" needs: the look-back reads only these columns.
+EARLIER_COPY_COLUMNS = ("event_id", "app_id", *REQUIRED_COLUMNS[1:], "collector_tstamp",
+                        "dvce_created_tstamp", "dvce_sent_tstamp")

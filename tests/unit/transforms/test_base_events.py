@@ -1,12 +1,16 @@
 from datetime import timedelta
 
-from incremental_assets.transforms.base_events import base_events
+from incremental_assets.transforms.base_events import base_events, load_time
 
 from .conftest import event, naive, ts
 
 
 def run(events_df, rows, start=ts(0), end=ts(1), **kw):
-    result = base_events(events_df(rows), window_start=start, window_end=end,
+    """Split `rows` as the asset does: loaded in the window, and loaded before it."""
+    source = events_df(rows)
+    loaded = load_time(source)
+    result = base_events(source.where((loaded >= start) & (loaded < end)), source.where(loaded < start),
+                         window_start=start, window_end=end,
                          days_late_allowed=kw.pop("days_late_allowed", 3), **kw)
     return result.events.collect(), result.rejected.collect()
 
@@ -50,6 +54,12 @@ def test_duplicate_whose_first_copy_was_loaded_in_an_earlier_hour_is_dropped(eve
             event("other", load=ts(-5))]
     kept, _ = run(events_df, rows)
     assert kept == []  # the earlier copy belongs to its own hour; nothing of the window is new
+
+
+def test_an_invalid_earlier_copy_does_not_hide_a_valid_later_one(events_df):
+    rows = [event("d", user=None, load=ts(-5)), event("d", load=ts(0.5), page_url="valid")]
+    kept, _ = run(events_df, rows)
+    assert [(r.event_id, r.page_url) for r in kept] == [("d", "valid")]
 
 
 def test_first_copy_in_the_window_wins_even_if_a_later_copy_exists(events_df):

@@ -1,0 +1,218 @@
+"""Asset checks: the pipeline's promises, each with numeric metadata under stable keys
+(the UI plots them per run).
+
+In a run a check looks at what the run wrote (the range in its partition-range tags);
+launched on its own (the asset's Checks tab) it looks at the whole table.
+
+- `event_id_unique` (base_events, filtered_events): each event_id once. In a run: the
+  window's rows against every row loaded up to `days_late_allowed + 1` days before it (where
+  an earlier copy could be, as base_events looks for one).
+- `end_after_start` (sessions_lifecycle_manifest): end_tstamp >= start_tstamp.
+- `rows_aggregated_plus_pending_equal_filtered` (daily_aggregates): for every event day,
+  rows aggregated + rows pending = filtered rows (filtered_events_counts against
+  daily_aggregation_manifest, read with delta-rs). Runs in attributes_job, after a plan's
+  days are rebuilt; a day planned but not yet rebuilt would fail it in between.
+- `no_stale_locks` (every asset, severity WARN): no manifest item of the asset held by a
+  PROCESSING lock older than `max_lock_age_hours`.
+"""
+
+
+from datetime import datetime, timedelta, timezone
+
+from dagster import (
+    AssetCheckExecutionContext,
+    AssetCheckResult,
+    AssetCheckSeverity,
+    MetadataValue,
+    asset_check,
+)
+from deltalake import DeltaTable
+
+from incremental_assets.partitions import hourly_partitions
+from incremental_assets.planning.late_days import conservation_check
+from incremental_assets.planning.processing_manifest import ItemStatus
+from incremental_assets.runs import DAILY_MANIFEST, RANGE_END_TAG, RANGE_START_TAG
+from incremental_assets.transforms.filtered_events import FILTERED_COUNTS
+from resources.manifest import lock_age, split_item_id
+from resources.warehouse import WarehouseResource
+
+ALL_ASSETS = ("base_events", "sessions_lifecycle_manifest", "quarantined_sessions", "filtered_events",
+              "daily_aggregates", "attributes")
+PARTITION_TAG = "dagster/partition"
+
+
+def run_window(context: AssetCheckExecutionContext, partitions_def) -> tuple[datetime, datetime] | None:
+    """[start, end) of the partitions the check's run materialized; None outside a partitioned run."""
+    tags = context.run.tags
+    first, last = tags.get(RANGE_START_TAG), tags.get(RANGE_END_TAG)
+    if not first and tags.get(PARTITION_TAG):
+        first = last = tags[PARTITION_TAG]
+    if not first or not last:
+        return None
+    try:
+        return (partitions_def.time_window_for_partition_key(first).start,
+                partitions_def.time_window_for_partition_key(last).end)
+    except Exception:  # noqa: BLE001 - another job's partition keys: check the whole table
+        return None
+
+
+# -- event_id unique ---------------------------------------------------------------------
+
+def event_id_duplicates(warehouse: WarehouseResource, table: str,
+                        window: tuple[datetime, datetime] | None) -> dict[str, int]:
+    """Rows checked, event_ids seen more than once, and rows without an event_id."""
+    from pyspark.sql import functions as F
+
+    tables = warehouse.tables
+    if not tables.exists(table):
+        return {"rows_checked": 0, "duplicate_event_ids": 0, "null_event_ids": 0}
+    if window is None:
+        rows = tables.read(table, columns=["event_id"]).withColumn("in_window", F.lit(1))
+    else:
+        start, end = window
+        lookback = timedelta(days=warehouse.settings.days_late_allowed + 1)
+        rows = tables.read_range(table, "load_tstamp", start - lookback, end,
+                                 columns=["event_id", "load_tstamp"]).withColumn(
+            "in_window", (F.col("load_tstamp") >= F.lit(start)).cast("int"))
+    per_id = rows.groupBy("event_id").agg(F.count(F.lit(1)).alias("copies"),
+                                          F.sum("in_window").alias("in_window"))
+    totals = per_id.agg(
+        F.sum("in_window").alias("rows_checked"),
+        F.sum(F.when(F.col("event_id").isNotNull() & (F.col("in_window") > 0) & (F.col("copies") > 1), 1)
+              .otherwise(0)).alias("duplicate_event_ids"),
+        F.sum(F.when(F.col("event_id").isNull(), F.col("in_window")).otherwise(0)).alias("null_event_ids"),
+    ).first()
+    return {name: int(totals[name] or 0) for name in ("rows_checked", "duplicate_event_ids", "null_event_ids")}
+
+
+def _unique_result(counts: dict[str, int], window) -> AssetCheckResult:
+    scope = f"loads {window[0]:%Y-%m-%d %H:%M} .. {window[1]:%Y-%m-%d %H:%M}" if window else "whole table"
+    return AssetCheckResult(
+        passed=counts["duplicate_event_ids"] == 0 and counts["null_event_ids"] == 0,
+        metadata={**{k: MetadataValue.int(v) for k, v in counts.items()}, "scope": scope},
+        description=f"{counts['duplicate_event_ids']} duplicate and {counts['null_event_ids']} null "
+                    f"event_id(s) in {counts['rows_checked']} rows ({scope})")
+
+
+@asset_check(asset="base_events", name="event_id_unique",
+             description="Each event_id at most once and never null (the first-loaded copy wins).")
+def base_events_event_id_unique(context: AssetCheckExecutionContext,
+                                warehouse: WarehouseResource) -> AssetCheckResult:
+    window = run_window(context, hourly_partitions)
+    return _unique_result(event_id_duplicates(warehouse, "base_events", window), window)
+
+
+@asset_check(asset="filtered_events", name="event_id_unique",
+             description="Each event_id at most once and never null.")
+def filtered_events_event_id_unique(context: AssetCheckExecutionContext,
+                                    warehouse: WarehouseResource) -> AssetCheckResult:
+    window = run_window(context, hourly_partitions)
+    return _unique_result(event_id_duplicates(warehouse, "filtered_events", window), window)
+
+
+# -- sessions: end after start -----------------------------------------------------------
+
+@asset_check(asset="sessions_lifecycle_manifest", name="end_after_start",
+             description="Every session ends no earlier than it starts, and has both times.")
+def sessions_end_after_start(context: AssetCheckExecutionContext,
+                             warehouse: WarehouseResource) -> AssetCheckResult:
+    from pyspark.sql import functions as F
+
+    name = "sessions_lifecycle_manifest"
+    window = run_window(context, hourly_partitions)
+    if not warehouse.tables.exists(name):
+        counts = {"rows_checked": 0, "rows_end_before_start": 0, "rows_missing_times": 0}
+    else:
+        columns = ["start_tstamp", "end_tstamp"]
+        # In a run: the sessions its loads touched (their last kept load is in or after the window).
+        rows = (warehouse.tables.read(name, columns=columns) if window is None else
+                warehouse.tables.read_range(name, "last_load_tstamp", window[0], None, columns=columns))
+        totals = rows.agg(
+            F.count(F.lit(1)).alias("rows_checked"),
+            F.sum(F.when(F.col("end_tstamp") < F.col("start_tstamp"), 1).otherwise(0)).alias("rows_end_before_start"),
+            F.sum(F.when(F.col("end_tstamp").isNull() | F.col("start_tstamp").isNull(), 1).otherwise(0))
+            .alias("rows_missing_times"),
+        ).first()
+        counts = {k: int(totals[k] or 0) for k in ("rows_checked", "rows_end_before_start", "rows_missing_times")}
+    return AssetCheckResult(
+        passed=counts["rows_end_before_start"] == 0 and counts["rows_missing_times"] == 0,
+        metadata={k: MetadataValue.int(v) for k, v in counts.items()},
+        description=f"{counts['rows_end_before_start']} session(s) ending before they start, "
+                    f"{counts['rows_missing_times']} without start or end, of {counts['rows_checked']}")
+
+
+# -- daily: every filtered row aggregated or pending -------------------------------------
+
+def rows_accounted_for(warehouse_settings) -> dict:
+    """Per event day, filtered rows against rows aggregated + rows pending (delta-rs, no Spark)."""
+    filtered: dict = {}
+    counts_path = warehouse_settings.table_path(FILTERED_COUNTS)
+    if DeltaTable.is_deltatable(counts_path):
+        for row in DeltaTable(counts_path).to_pyarrow_table(columns=["event_date", "rows"]).to_pylist():
+            filtered[row["event_date"]] = filtered.get(row["event_date"], 0) + row["rows"]
+    aggregated, pending = {}, {}
+    manifest_path = warehouse_settings.table_path(DAILY_MANIFEST)
+    if DeltaTable.is_deltatable(manifest_path):
+        for row in DeltaTable(manifest_path).to_pyarrow_table(
+                columns=["event_date", "rows_aggregated", "rows_pending"]).to_pylist():
+            aggregated[row["event_date"]] = row["rows_aggregated"] or 0
+            pending[row["event_date"]] = row["rows_pending"] or 0
+    return {"filtered": filtered, "aggregated": aggregated, "pending": pending,
+            "broken": conservation_check(filtered, aggregated, pending)}
+
+
+@asset_check(asset="daily_aggregates", name="rows_aggregated_plus_pending_equal_filtered",
+             description="For every event day: rows aggregated + rows pending (daily_aggregation_manifest) "
+                         "= filtered rows (filtered_events_counts). No filtered row is lost silently.")
+def daily_rows_accounted_for(warehouse: WarehouseResource) -> AssetCheckResult:
+    result = rows_accounted_for(warehouse.settings)
+    broken = result["broken"]
+    metadata = {
+        "days_checked": MetadataValue.int(len(result["filtered"].keys() | result["aggregated"].keys())),
+        "days_mismatched": MetadataValue.int(len(broken)),
+        "rows_filtered": MetadataValue.int(sum(result["filtered"].values())),
+        "rows_aggregated": MetadataValue.int(sum(result["aggregated"].values())),
+        "rows_pending": MetadataValue.int(sum(result["pending"].values())),
+    }
+    if broken:
+        lines = ["| event day | filtered - aggregated - pending |", "|---|---|"]
+        lines += [f"| {day} | {diff} |" for day, diff in list(broken.items())[:30]]
+        metadata["mismatched_days"] = MetadataValue.md("\n".join(lines))
+    return AssetCheckResult(passed=not broken, metadata=metadata,
+                            description=f"{len(broken)} event day(s) where aggregated + pending != filtered")
+
+
+# -- manifest: no stale locks --------------------------------------------------------------
+
+def stale_locks(warehouse: WarehouseResource, asset: str, now: datetime) -> dict:
+    """The asset's manifest items held by PROCESSING locks, and those older than max_lock_age_hours."""
+    limit = timedelta(hours=warehouse.settings.max_lock_age_hours)
+    ages = {item: lock_age(state.open_lock, now) for item, state in warehouse.manifest.states().items()
+            if split_item_id(item)[0] == asset and state.status is ItemStatus.LOCKED}
+    stale = sorted(item for item, age in ages.items() if age > limit)
+    oldest = max(ages.values(), default=timedelta(0))
+    return {"locked_items": len(ages), "stale_locks": len(stale), "stale": stale,
+            "oldest_lock_age_hours": round(oldest.total_seconds() / 3600, 2)}
+
+
+def _no_stale_locks_check(asset: str):
+    @asset_check(asset=asset, name="no_stale_locks",
+                 description=f"No manifest item of {asset} is held by a PROCESSING lock older than "
+                             "max_lock_age_hours (a hung or lost run; `incremental-assets limits` lists locks).")
+    def _check(warehouse: WarehouseResource) -> AssetCheckResult:
+        found = stale_locks(warehouse, asset, datetime.now(timezone.utc))
+        metadata = {"locked_items": MetadataValue.int(found["locked_items"]),
+                    "stale_locks": MetadataValue.int(found["stale_locks"]),
+                    "oldest_lock_age_hours": MetadataValue.float(float(found["oldest_lock_age_hours"]))}
+        if found["stale"]:
+            metadata["stale_items"] = MetadataValue.md("\n".join(f"- `{i}`" for i in found["stale"][:30]))
+        return AssetCheckResult(passed=not found["stale"], severity=AssetCheckSeverity.WARN, metadata=metadata,
+                                description=f"{found['stale_locks']} lock(s) older than "
+                                            f"{warehouse.settings.max_lock_age_hours} h")
+    return _check
+
+
+NO_STALE_LOCKS = {asset: _no_stale_locks_check(asset) for asset in ALL_ASSETS}
+DAILY_INVARIANT = daily_rows_accounted_for
+CHECKS = [base_events_event_id_unique, filtered_events_event_id_unique, sessions_end_after_start,
+          daily_rows_accounted_for, *NO_STALE_LOCKS.values()]
