@@ -43,7 +43,7 @@ PARTITION_TAG = "dagster/partition"
 
 def run_window(context: AssetCheckExecutionContext, partitions_def) -> tuple[datetime, datetime] | None:
     """[start, end) of the partitions the check's run materialized; None outside a partitioned run."""
-    tags = context.run.tags
+    tags = context.op_execution_context.run_tags  # empty when the check is invoked directly
     first, last = tags.get(RANGE_START_TAG), tags.get(RANGE_END_TAG)
     if not first and tags.get(PARTITION_TAG):
         first = last = tags[PARTITION_TAG]

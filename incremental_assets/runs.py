@@ -11,6 +11,7 @@ Reading the plan's inputs needs no Spark: small Delta tables read through delta-
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from typing import Callable, Iterable, Sequence
@@ -31,6 +32,7 @@ RANGE_START_TAG = "dagster/asset_partition_range_start"
 RANGE_END_TAG = "dagster/asset_partition_range_end"
 HOUR_KEY_FORMAT = "%Y-%m-%d-%H:%M"
 DAY_KEY_FORMAT = "%Y-%m-%d"
+CONSOLE_LOG_LEVEL = os.environ.get("INCREMENTAL_LOG_LEVEL", "WARNING")
 
 
 def floor_hour(ts: datetime) -> datetime:
@@ -193,7 +195,9 @@ def _execute(job_name: str, *, instance, tags: dict[str, str], report: RunReport
     from incremental_assets.definitions import defs
 
     job = defs.resolve_job_def(job_name)
-    result = job.execute_in_process(instance=instance, tags=tags, raise_on_error=False)
+    # The full event log goes to the Dagster instance (the UI); the console gets warnings only.
+    result = job.execute_in_process(instance=instance, tags=tags, raise_on_error=False,
+                                    run_config={"loggers": {"console": {"config": {"log_level": CONSOLE_LOG_LEVEL}}}})
     report.runs.append((job_name, result.run_id, result.success))
     if not result.success:
         errors = [e.event_specific_data.error.message.strip().splitlines()[0]

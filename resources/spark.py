@@ -16,11 +16,13 @@ from __future__ import annotations
 import os
 import threading
 import time
+from pathlib import Path
 from typing import Any, Mapping
 
 from dagster_pyspark import LazyPySparkResource
 
 _LOCK = threading.Lock()
+_LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties").as_uri()
 
 LOCAL_DEFAULTS: dict[str, str] = {
     "spark.master": "local[*]",
@@ -37,7 +39,7 @@ LOCAL_DEFAULTS: dict[str, str] = {
     "spark.sql.parquet.int96RebaseModeInWrite": "CORRECTED",
     # Delta-rs writes INT64 microsecond timestamps; keep Spark's Parquet output the same.
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
-    "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
+    "spark.driver.extraJavaOptions": f"-Duser.timezone=UTC -Dlog4j2.configurationFile={_LOG4J_CONFIG}",
     "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
 }
 

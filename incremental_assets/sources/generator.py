@@ -32,7 +32,8 @@ import math
 import random
 import time
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import date, datetime, timezone
 from typing import Any
 
@@ -58,7 +59,7 @@ LOADED_DAYS_LATE_RATE = 0.015
 LOADED_HOURS_LATE_RATE = 0.08
 
 BOTS_MIN_EVENTS = 5_000  # below this, bot sessions would swamp the sample
-BOT_EVENTS_PER_BOT_SPAN = (5, 10)  # days a bot session spans
+BOT_SESSION_DAYS = (5, 10)  # days a bot session spans
 
 ROWS_PER_FILE_TARGET = 150_000
 
@@ -212,7 +213,7 @@ def _bot_sessions(events: int, days: int, seed: int) -> list[tuple[int, int, int
     window_hours = days * 24
     bots = []
     for bot in range(2 + events // 500_000):
-        span_days = rng.randint(*BOT_EVENTS_PER_BOT_SPAN)
+        span_days = rng.randint(*BOT_SESSION_DAYS)
         hours = max(1, min(span_days * 24, window_hours - 2))
         latest_start = (window_hours - hours - 1) * HOUR_MS
         bots.append((bot, rng.randrange(max(latest_start, 1)), hours))
@@ -603,6 +604,22 @@ def _laid_out_for_writing(skeleton: DataFrame, rows: int, days: int) -> DataFram
     return skeleton.repartitionByRange(tasks, "landed_ms").sortWithinPartitions(PARTITION_COLUMN, "landed_ms")
 
 
+@contextmanager
+def _small_methods_compiled(spark: SparkSession) -> Iterator[None]:
+    """Run Spark's per-operator code instead of whole-stage code where the latter is too big.
+
+    The projection of ~70 generated columns compiles into one Java method above the JVM's
+    8000-byte JIT limit, which then runs interpreted (about 3x slower). With this limit, Spark
+    falls back to per-expression code for that stage only, which the JIT compiles."""
+    setting = "spark.sql.codegen.hugeMethodLimit"
+    previous = spark.conf.get(setting)
+    spark.conf.set(setting, "8000")
+    try:
+        yield
+    finally:
+        spark.conf.set(setting, previous)
+
+
 def _expected_rows(events: int) -> int:
     return round(events * (1 + DUPLICATE_RATE))
 
@@ -647,7 +664,8 @@ def generate_events(
     progress(f"generating {events:,} events over {days} days from {start.isoformat()} (seed {seed}) into {out} ...")
     started = time.perf_counter()
     df = generate_events_df(spark, events=events, days=days, start=start, seed=seed)
-    written = write_source_table(df, out, mode=mode)
+    with _small_methods_compiled(spark):
+        written = write_source_table(df, out, mode=mode)
     seconds = time.perf_counter() - started
     rate = written["rows"] / seconds if seconds > 0 else float("inf")
     progress(f"wrote {written['rows']:,} rows in {written['files']} files in {seconds:.1f} s ({rate:,.0f} events/s)")

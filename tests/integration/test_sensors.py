@@ -254,10 +254,12 @@ def test_sensors_drive_the_jobs_hour_by_hour(env, monkeypatch, generated_events)
     append_loads(generated_events, str(source), at(6), at(9))
     second = tick(instance, monkeypatch, at(9.2), first.cursor)
     assert hours_of(second) == (key(at(6)), key(at(8)))
-    execute("hourly_job", instance, second.run_requests[0])
+    second_run = execute("hourly_job", instance, second.run_requests[0])
     assert not tick(instance, monkeypatch, at(9.3), second.cursor).run_requests
-
-    accounted = rows_accounted_for(Settings.load())
-    assert not accounted["broken"] and sum(accounted["filtered"].values()) > 0
-    base = DeltaTable(str(Settings.load().table_path("base_events"))).to_pandas(columns=["event_id", "load_tstamp"])
+    base = DeltaTable(Settings.load().table_path("base_events")).to_pandas(columns=["event_id", "load_tstamp"])
     assert base.event_id.is_unique and base.load_tstamp.max() < at(9)
+
+    # Until its late days are planned, the new loads are neither aggregated nor pending.
+    assert rows_accounted_for(Settings.load())["broken"]
+    late = status_sensor_tick(sensors.late_days_sensor, instance, late.cursor)
+    assert late.run_requests and all(r.tags[sensors.PLAN_TAG] == second_run.run_id for r in late.run_requests)

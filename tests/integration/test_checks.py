@@ -1,0 +1,150 @@
+"""The asset checks find what they promise to find, with numeric metadata under stable keys.
+
+The daily invariant and stale-lock checks read small Delta tables with delta-rs (no Spark);
+the event_id and session checks run Spark on a few rows. Checks inside real runs are
+exercised by test_sensors.py (every run there must pass all of its checks).
+"""
+
+from datetime import date, datetime, timedelta, timezone
+
+import pyarrow as pa
+import pytest
+from dagster import AssetCheckSeverity, build_asset_check_context
+from deltalake import write_deltalake
+
+from incremental_assets import checks
+from incremental_assets.planning.processing_manifest import State
+from incremental_assets.runs import manifest_for
+from incremental_assets.settings import Settings
+from resources.manifest import item_id
+from resources.spark import SparkResource
+from resources.warehouse import WarehouseResource
+
+D1, D2 = date(2026, 1, 5), date(2026, 1, 6)
+
+
+@pytest.fixture
+def warehouse(tmp_path, monkeypatch):
+    monkeypatch.setenv("INCREMENTAL_WAREHOUSE", str(tmp_path / "warehouse"))
+    monkeypatch.setenv("INCREMENTAL_START_DATE", "2026-01-05")
+    return WarehouseResource(pyspark=SparkResource(spark_config={}))
+
+
+def invoke(check_def, warehouse):
+    """Run a check the way the UI's "Execute" does, outside a partitioned run."""
+    if "context" in check_def.op.compute_fn.decorated_fn.__code__.co_varnames:
+        return check_def(build_asset_check_context(), warehouse=warehouse)
+    return check_def(warehouse=warehouse)
+
+
+def values(result) -> dict:
+    return {k: v.value for k, v in result.metadata.items()}
+
+
+def write_counts(settings, rows_by_day: dict):
+    write_deltalake(settings.table_path("filtered_events_counts"), pa.table({
+        "load_hour_tstamp": pa.array([datetime(2026, 1, 5, 3, tzinfo=timezone.utc)] * len(rows_by_day),
+                                     pa.timestamp("us", "UTC")),
+        "event_date": pa.array(list(rows_by_day), pa.date32()),
+        "load_date": pa.array([D1] * len(rows_by_day), pa.date32()),
+        "rows": pa.array(list(rows_by_day.values()), pa.int64()),
+    }), mode="overwrite")
+
+
+def write_daily_manifest(settings, rows: dict):
+    write_deltalake(settings.table_path("daily_aggregation_manifest"), pa.table({
+        "event_date": pa.array(list(rows), pa.date32()),
+        "rows_aggregated": pa.array([a for a, _ in rows.values()], pa.int64()),
+        "rows_pending": pa.array([p for _, p in rows.values()], pa.int64()),
+    }), mode="overwrite")
+
+
+def test_every_filtered_row_must_be_aggregated_or_pending(warehouse):
+    settings = warehouse.settings
+    write_counts(settings, {D1: 10, D2: 7})
+    write_daily_manifest(settings, {D1: (10, 0), D2: (4, 2)})  # one row of D2 is unaccounted for
+    result = invoke(checks.daily_rows_accounted_for, warehouse)
+    assert not result.passed
+    assert values(result) | {"mismatched_days": None} == {
+        "days_checked": 2, "days_mismatched": 1, "rows_filtered": 17, "rows_aggregated": 14,
+        "rows_pending": 2, "mismatched_days": None}
+    assert "2026-01-06 | 1" in result.metadata["mismatched_days"].value
+
+    write_daily_manifest(settings, {D1: (10, 0), D2: (4, 3)})
+    assert invoke(checks.daily_rows_accounted_for, warehouse).passed
+
+
+def test_a_lock_older_than_max_lock_age_hours_is_a_warning(warehouse, monkeypatch):
+    manifest = manifest_for(warehouse.settings)
+    item = item_id("base_events", "2026-01-05-03:00")
+    manifest.claim([item], application="base_events", run_id="hung-run", run_finished=lambda lock: None)
+    fresh = invoke(checks.NO_STALE_LOCKS["base_events"], warehouse)
+    assert fresh.passed and values(fresh)["locked_items"] == 1 and values(fresh)["stale_locks"] == 0
+
+    later = datetime.now(timezone.utc) + timedelta(hours=7)  # default max_lock_age_hours is 6
+    found = checks.stale_locks(warehouse, "base_events", later)
+    assert found["stale"] == [item] and found["oldest_lock_age_hours"] >= 7
+    assert checks.stale_locks(warehouse, "filtered_events", later)["locked_items"] == 0
+
+    monkeypatch.setenv("INCREMENTAL_MAX_LOCK_AGE_HOURS", "0")
+    stale = invoke(checks.NO_STALE_LOCKS["base_events"],
+                   WarehouseResource(pyspark=SparkResource(spark_config={})))
+    assert not stale.passed and stale.severity is AssetCheckSeverity.WARN
+    assert values(stale)["stale_locks"] == 1 and item in stale.metadata["stale_items"].value
+
+    manifest.close([item], run_id="hung-run", state=State.PROCESSED, application="base_events")
+    assert invoke(checks.NO_STALE_LOCKS["base_events"], warehouse).passed
+
+
+@pytest.mark.spark
+def test_duplicate_event_ids_are_found_in_the_window_and_its_look_back(spark, warehouse):
+    def ts(day, hour):
+        return datetime(2026, 1, day, hour, 30)
+
+    rows = [("a", ts(5, 1)), ("b", ts(5, 2)), ("a", ts(6, 3)),  # "a" loaded twice, a day apart
+            ("c", ts(6, 3)), (None, ts(6, 3)), ("d", ts(10, 3)), ("d", ts(10, 4))]
+    df = spark.createDataFrame(rows, "event_id string, load_tstamp timestamp")
+    warehouse.tables.overwrite("base_events", df)
+    utc = timezone.utc
+    window = (datetime(2026, 1, 6, 3, tzinfo=utc), datetime(2026, 1, 6, 4, tzinfo=utc))
+    assert checks.event_id_duplicates(warehouse, "base_events", window) == {
+        "rows_checked": 3, "duplicate_event_ids": 1, "null_event_ids": 1}
+    assert checks.event_id_duplicates(warehouse, "base_events", None) == {
+        "rows_checked": 7, "duplicate_event_ids": 2, "null_event_ids": 1}
+    result = invoke(checks.base_events_event_id_unique, warehouse)
+    assert not result.passed and values(result)["duplicate_event_ids"] == 2
+    assert values(result)["scope"] == "whole table"
+    assert invoke(checks.filtered_events_event_id_unique, warehouse).passed  # no table yet: nothing to check
+
+
+@pytest.mark.spark
+def test_a_session_ending_before_it_starts_fails(spark, warehouse):
+    rows = [("s1", datetime(2026, 1, 5, 1), datetime(2026, 1, 5, 2), datetime(2026, 1, 5, 2)),
+            ("s2", datetime(2026, 1, 5, 3), datetime(2026, 1, 5, 2), datetime(2026, 1, 5, 3))]
+    warehouse.tables.overwrite("sessions_lifecycle_manifest", spark.createDataFrame(
+        rows, "domain_sessionid string, start_tstamp timestamp, end_tstamp timestamp, "
+              "last_load_tstamp timestamp"))
+    result = invoke(checks.sessions_end_after_start, warehouse)
+    assert not result.passed
+    assert values(result) == {"rows_checked": 2, "rows_end_before_start": 1, "rows_missing_times": 0}
+
+
+class _Context:
+    """Just enough of a check's context for run_window."""
+
+    def __init__(self, tags):
+        self.op_execution_context = type("Op", (), {"run_tags": tags})()
+
+
+def test_a_check_in_a_run_looks_at_the_run_partitions():
+    from incremental_assets.partitions import daily_partitions, hourly_partitions
+
+    utc = timezone.utc
+    ranged = _Context({"dagster/asset_partition_range_start": "2026-01-05-03:00",
+                       "dagster/asset_partition_range_end": "2026-01-05-05:00"})
+    assert checks.run_window(ranged, hourly_partitions) == (datetime(2026, 1, 5, 3, tzinfo=utc),
+                                                            datetime(2026, 1, 5, 6, tzinfo=utc))
+    single = _Context({"dagster/partition": "2026-01-05"})
+    assert checks.run_window(single, daily_partitions)[1] == datetime(2026, 1, 6, tzinfo=utc)
+    assert checks.run_window(single, hourly_partitions) is None  # not an hourly key: whole table
+    assert checks.run_window(_Context({}), hourly_partitions) is None
