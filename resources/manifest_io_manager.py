@@ -14,6 +14,8 @@ releases it and rewrites the same range (writes are idempotent), so nothing is l
 
 
 import contextlib
+import os
+import socket
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Iterator, Sequence
@@ -65,13 +67,39 @@ def partition_items(context, name: str) -> list[str]:
     return [item_id(name, None)]
 
 
+def _claiming_process() -> dict:
+    return {"host": socket.gethostname(), "pid": os.getpid()}
+
+
+def _process_gone(lock: Record) -> str | None:
+    """The lock's process ran on this host and no longer exists (killed, crashed)."""
+    payload = lock.payload or {}
+    if payload.get("host") != socket.gethostname() or not payload.get("pid"):
+        return None
+    try:
+        os.kill(int(payload["pid"]), 0)
+    except ProcessLookupError:
+        return f"its process {payload['pid']} on {payload['host']} is gone"
+    except PermissionError:
+        return None  # alive, owned by someone else
+    return None
+
+
 def run_finished_check(instance, max_lock_age_hours: float):
-    """Why a lock's run no longer holds it, per the Dagster instance; None if it may be running."""
+    """Why a lock's run no longer holds it; None while it may still be running.
+
+    Abandoned: Dagster reports the run finished (failed, canceled, ...), or the claiming
+    process on this host is gone (a killed in-process run stays STARTED in Dagster), or the
+    run is unknown to this instance and the lock is older than max_lock_age_hours.
+    """
     def check(lock: Record) -> str | None:
         run = instance.get_run_by_id(lock.run_id) if instance is not None else None
+        if run is not None and run.is_finished:
+            return f"run {lock.run_id} finished with status {run.status.value}"
+        gone = _process_gone(lock)
+        if gone:
+            return f"run {lock.run_id}: {gone}"
         if run is not None:
-            if run.is_finished:
-                return f"run {lock.run_id} finished with status {run.status.value}"
             return None
         age = lock_age(lock, datetime.now(timezone.utc))
         if age.total_seconds() > max_lock_age_hours * 3600:
@@ -90,7 +118,7 @@ def claimed(context, warehouse: WarehouseResource) -> Iterator[list[str]]:
     manifest.claim(items, application=name, run_id=context.run_id,
                    run_finished=run_finished_check(context.instance, warehouse.settings.max_lock_age_hours),
                    auto_resolve_failures=warehouse.settings.auto_resolve_failures,
-                   payload={"partition_keys": _key_range(context)})
+                   payload={"partition_keys": _key_range(context), **_claiming_process()})
     try:
         yield items
     except BaseException as exc:

@@ -7,12 +7,14 @@ commits exactly those files in one transaction:
 - new table: `deltalake.transaction.create_table_with_add_actions`;
 - existing table: `DeltaTable.create_write_transaction(mode="append" | "overwrite")`.
 
-Spark needs no Delta jars for this. The add actions carry per-file statistics (row count,
-null counts, min/max of the non-string columns) read from the Parquet footers, so readers
-can skip files by `load_tstamp`. Files Spark wrote that were never committed (a crash between
-the write and the commit) are invisible to Delta readers and removed by a vacuum.
+Spark needs no Delta jars for this. The add actions carry per-file statistics (row count;
+null count and min/max of timestamp, date and integer columns) read from the Parquet footers,
+and the table names those columns in `delta.dataSkippingStatsColumns`, so readers can skip
+files by `load_tstamp`. Files Spark wrote that were never committed (a crash between the
+write and the commit) are invisible to Delta readers and removed by a vacuum.
 
-Local paths only (the warehouse and sample lakes live on local disk).
+Local paths only (the warehouse and sample lakes live on local disk), and one writer at a
+time per table: the files to commit are the ones that appeared during this write.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from deltalake import Schema as DeltaSchema
 from deltalake.transaction import AddAction, create_table_with_add_actions
 from pyspark.sql import DataFrame
 from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import ByteType, DateType, IntegerType, LongType, ShortType, TimestampType
 
 from incremental_assets.sources.schema import PARTITION_COLUMN
 
@@ -46,6 +49,9 @@ NO_DICTIONARY_COLUMNS = (
     "network_userid",
     "tr_orderid",
 )
+
+# The Delta table property naming the columns whose statistics readers use.
+STATS_COLUMNS_PROPERTY = "delta.dataSkippingStatsColumns"
 
 # How Spark (and Hive) name the directory of a null partition value.
 HIVE_NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
@@ -92,7 +98,8 @@ def write_source_table(df: DataFrame, out: str | os.PathLike, *, mode: WriteMode
             writer = writer.option(f"parquet.enable.dictionary#{column}", "false")
     writer.parquet(str(path))
     new_files = sorted(set(_data_files(path)) - before)
-    actions = [_add_action(path, relative) for relative in new_files]
+    stats_columns = _stats_columns(df)
+    actions = [_add_action(path, relative, stats_columns) for relative in new_files]
     # Spark writes every Parquet column as nullable, so the table schema says the same.
     schema = to_arrow_schema(df.schema, timezone="UTC")
     schema = DeltaSchema.from_arrow(pa.schema([field.with_nullable(True) for field in schema]))
@@ -102,8 +109,16 @@ def write_source_table(df: DataFrame, out: str | os.PathLike, *, mode: WriteMode
             actions, mode=mode, schema=schema, partition_by=[PARTITION_COLUMN]
         )
     else:
+        # Readers use file statistics only for the columns the table names (by default the
+        # first 32, which would leave out load_tstamp): name the ones we keep bounds for.
+        configuration = {STATS_COLUMNS_PROPERTY: ",".join(stats_columns)} if stats_columns else None
         create_table_with_add_actions(
-            str(path), schema, actions, mode="error", partition_by=[PARTITION_COLUMN]
+            str(path),
+            schema,
+            actions,
+            mode="error",
+            partition_by=[PARTITION_COLUMN],
+            configuration=configuration,
         )
     return {
         "rows": sum(json.loads(action.stats)["numRecords"] for action in actions),
@@ -141,7 +156,19 @@ def _data_files(table_dir: Path) -> list[str]:
     ]
 
 
-def _add_action(table_dir: Path, relative: str) -> AddAction:
+def _stats_columns(df: DataFrame) -> list[str]:
+    """Columns whose min/max go into the Delta log: timestamps, dates and integers (what
+    readers filter on). Strings are left out (their bounds prune nothing here and would
+    bloat the log), and so are decimals (JSON numbers would pass through floats)."""
+    bounded = (TimestampType, DateType, ByteType, ShortType, IntegerType, LongType)
+    return [
+        field.name
+        for field in df.schema.fields
+        if isinstance(field.dataType, bounded) and field.name != PARTITION_COLUMN
+    ]
+
+
+def _add_action(table_dir: Path, relative: str, stats_columns: list[str]) -> AddAction:
     file = table_dir / relative
     partition_dir = Path(relative).parent.name  # "load_date=2021-03-01"
     value = unquote(partition_dir.split("=", 1)[1])
@@ -154,23 +181,21 @@ def _add_action(table_dir: Path, relative: str) -> AddAction:
         partition_values={PARTITION_COLUMN: None if value == HIVE_NULL_PARTITION else value},
         modification_time=int(stat.st_mtime * 1000),
         data_change=True,
-        stats=json.dumps(file_stats(file)),
+        stats=json.dumps(file_stats(file, stats_columns)),
     )
 
 
-def file_stats(file: Path) -> dict[str, Any]:
-    """Delta file statistics from a Parquet footer: numRecords, nullCount, min/max values.
-
-    min/max are kept for timestamps, dates and integers (what readers filter on). Strings
-    are left out (their bounds prune nothing here and would bloat the log), and so are
-    decimals (JSON numbers would pass through floats and could lose digits).
-    """
+def file_stats(file: Path, columns: list[str]) -> dict[str, Any]:
+    """Delta file statistics from a Parquet footer: numRecords, and nullCount and min/max
+    values of `columns` (timestamps, dates or integers)."""
     metadata = pq.ParquetFile(file).metadata
     schema = metadata.schema.to_arrow_schema()
     null_count: dict[str, int] = {}
     min_values: dict[str, Any] = {}
     max_values: dict[str, Any] = {}
     for index, field in enumerate(schema):
+        if field.name not in columns:
+            continue
         nulls, low, high, complete = 0, None, None, True
         for group in range(metadata.num_row_groups):
             stats = metadata.row_group(group).column(index).statistics
@@ -184,9 +209,9 @@ def file_stats(file: Path) -> dict[str, Any]:
         if not complete:
             continue
         null_count[field.name] = nulls
-        if low is not None and _has_useful_bounds(field.type):
-            min_values[field.name] = _stat_value(low, field.type, round_up=False)
-            max_values[field.name] = _stat_value(high, field.type, round_up=True)
+        if low is not None:
+            min_values[field.name] = _stat_value(low, round_up=False)
+            max_values[field.name] = _stat_value(high, round_up=True)
     return {
         "numRecords": metadata.num_rows,
         "minValues": min_values,
@@ -195,15 +220,7 @@ def file_stats(file: Path) -> dict[str, Any]:
     }
 
 
-def _has_useful_bounds(arrow_type: pa.DataType) -> bool:
-    return (
-        pa.types.is_timestamp(arrow_type)
-        or pa.types.is_date(arrow_type)
-        or pa.types.is_integer(arrow_type)
-    )
-
-
-def _stat_value(value: Any, arrow_type: pa.DataType, *, round_up: bool) -> Any:
+def _stat_value(value: Any, *, round_up: bool) -> Any:
     """A bound in the Delta log's JSON form."""
     if isinstance(value, datetime):
         # The Delta log keeps timestamps to the millisecond: round bounds outwards so a

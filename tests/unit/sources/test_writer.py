@@ -58,10 +58,13 @@ def test_file_stats_let_readers_skip_files_by_load_time(spark, tmp_path):
     assert first_day["min.load_tstamp"] == datetime(2026, 1, 5, 23, 59, 59, 123000, tzinfo=timezone.utc)
     assert first_day["max.load_tstamp"] == datetime(2026, 1, 5, 23, 59, 59, 124000, tzinfo=timezone.utc)
     assert first_day["null_count.event_id"] == 0
-    # A reader filtering on load_tstamp opens only the matching file.
+    # A reader filtering on load_tstamp opens only the matching files.
     dataset = DeltaTable(str(out)).to_pyarrow_dataset()
-    hits = dataset.to_table(filter=pa.dataset.field("load_tstamp") < pa.scalar(T0 + timedelta(minutes=1)))
-    assert hits.num_rows == 1
+    hour_two = (pa.dataset.field("load_tstamp") >= pa.scalar(T0 + timedelta(hours=2))) & (
+        pa.dataset.field("load_tstamp") < pa.scalar(T0 + timedelta(hours=2, minutes=1))
+    )
+    assert len(list(dataset.get_fragments())) == 2
+    assert len(list(dataset.get_fragments(filter=hour_two))) == 1
 
 
 def test_append_adds_files_and_rows_in_a_new_version(spark, tmp_path):

@@ -1,0 +1,144 @@
+"""The processing manifest store: claims, races, failures, operator actions. No Spark."""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from incremental_assets.planning.processing_manifest import ItemStatus, State
+from resources.manifest import ItemFailLockedError, ItemLockedError, ManifestError, ManifestStore
+from resources.manifest_io_manager import run_finished_check
+
+ITEMS = ["base_events/2026-01-05-00:00", "base_events/2026-01-05-01:00"]
+
+
+def never_finished(_lock):
+    return None
+
+
+@pytest.fixture
+def store(tmp_path):
+    return ManifestStore(str(tmp_path / "processing_manifest"))
+
+
+def test_claim_then_process_makes_items_ready(store):
+    store.claim(ITEMS, application="base_events", run_id="r1", run_finished=never_finished)
+    assert {s.status for s in store.states().values()} == {ItemStatus.LOCKED}
+    store.close(ITEMS, run_id="r1", state=State.PROCESSED, application="base_events", payload={"rows": 3})
+    assert {s.status for s in store.states().values()} == {ItemStatus.READY}
+    store.claim(ITEMS, application="base_events", run_id="r2", run_finished=never_finished)
+
+
+def test_a_second_run_is_refused_with_the_lock_holder_named_and_writes_nothing(store):
+    store.claim(ITEMS[:1], application="base_events", run_id="r1", run_finished=never_finished)
+    before = len(store.records())
+    with pytest.raises(ItemLockedError, match="locked by run r1"):
+        store.claim(ITEMS, application="base_events", run_id="r2", run_finished=never_finished)
+    assert len(store.records()) == before  # all or none: ITEMS[1] was not claimed either
+
+
+def test_failure_fail_locks_until_an_operator_resolves(store):
+    store.claim(ITEMS, application="base_events", run_id="r1", run_finished=never_finished)
+    store.close(ITEMS, run_id="r1", state=State.FAILED, application="base_events", payload={"reason": "boom"})
+    with pytest.raises(ItemFailLockedError, match="boom.*manifest resolve"):
+        store.claim(ITEMS, application="base_events", run_id="r2", run_finished=never_finished)
+    for item in ITEMS:
+        store.resolve(item, note="fixed the source")
+    store.claim(ITEMS, application="base_events", run_id="r2", run_finished=never_finished)
+
+
+def test_auto_resolve_failures_releases_failed_items(store):
+    store.claim(ITEMS, application="base_events", run_id="r1", run_finished=never_finished)
+    store.close(ITEMS, run_id="r1", state=State.FAILED, application="base_events")
+    store.claim(ITEMS, application="base_events", run_id="r2", run_finished=never_finished,
+                auto_resolve_failures=True)
+    assert {s.status for s in store.states().values()} == {ItemStatus.LOCKED}
+
+
+def test_an_abandoned_lock_is_released_without_an_operator(store):
+    store.claim(ITEMS, application="base_events", run_id="crashed", run_finished=never_finished)
+    store.claim(ITEMS, application="base_events", run_id="r2",
+                run_finished=lambda lock: f"run {lock.run_id} finished with status FAILURE")
+    history = [r.state for r in store.records([ITEMS[0]])]
+    assert history == [State.PROCESSING, State.FAILED, State.RESOLVED, State.PROCESSING]
+    assert "abandoned" in store.records([ITEMS[0]])[1].payload["reason"]
+
+
+def test_a_lock_whose_process_is_gone_counts_as_abandoned(store):
+    import socket
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    store.claim(ITEMS[:1], application="base_events", run_id="killed", run_finished=never_finished,
+                payload={"host": socket.gethostname(), "pid": int(dead)})
+    check = run_finished_check(instance=None, max_lock_age_hours=6)
+    lock = store.states()[ITEMS[0]].open_lock
+    assert "is gone" in check(lock)
+    alive = dataclasses.replace(lock, payload={"host": socket.gethostname(), "pid": os.getpid()})
+    assert check(alive) is None
+
+
+def test_skip_is_final(store):
+    store.skip(ITEMS[0], note="bad data, never load")
+    with pytest.raises(ManifestError, match="skipped"):
+        store.claim(ITEMS[:1], application="base_events", run_id="r1", run_finished=never_finished)
+
+
+def test_resolve_on_a_healthy_item_is_refused(store):
+    store.claim(ITEMS[:1], application="base_events", run_id="r1", run_finished=never_finished)
+    store.close(ITEMS[:1], run_id="r1", state=State.PROCESSED, application="base_events")
+    with pytest.raises(ManifestError, match="READY, not failed"):
+        store.resolve(ITEMS[0])
+
+
+def _claim_in_process(path, run_id, barrier, results):
+    store = ManifestStore(path)
+    barrier.wait()
+    try:
+        store.claim(ITEMS, application="base_events", run_id=run_id, run_finished=never_finished)
+        results.put((run_id, "won"))
+    except ItemLockedError as exc:
+        results.put((run_id, str(exc)))
+
+
+def test_two_processes_racing_for_the_same_items_exactly_one_wins(tmp_path):
+    path = str(tmp_path / "processing_manifest")
+    ManifestStore(path).skip("other/item")  # the table exists: both racers append
+    ctx = multiprocessing.get_context("spawn")
+    barrier, results = ctx.Barrier(2), ctx.Queue()
+    procs = [ctx.Process(target=_claim_in_process, args=(path, f"run{i}", barrier, results)) for i in (1, 2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    outcomes = dict(results.get(timeout=5) for _ in procs)
+    winners = [r for r, o in outcomes.items() if o == "won"]
+    assert len(winners) == 1, outcomes
+    loser = next(r for r in outcomes if r not in winners)
+    assert f"locked by run {winners[0]}" in outcomes[loser]
+    states = ManifestStore(path).states(ITEMS)
+    assert {s.open_lock.run_id for s in states.values()} == set(winners)
+
+
+def test_many_threads_claiming_disjoint_items_all_succeed(store):
+    errors = []
+
+    def claim(i):
+        try:
+            store.claim([f"base_events/2026-01-06-{i:02d}:00"], application="base_events", run_id=f"r{i}",
+                        run_finished=never_finished)
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=claim, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and len(store.states()) == 8
