@@ -11,13 +11,12 @@ DEMO_START  ?= 2026-01-05
 DEMO_DAYS   ?= 7
 DEMO_EVENTS ?= 200000
 
-.PHONY: help setup check-prereqs demo test ui validate bench bench-small clean
+.PHONY: help setup check-prereqs demo test ui validate clean
 
 help:
 	@echo "make demo    set up, generate a sample event lake, run the pipeline on it"
 	@echo "make test    set up and run the test suite"
 	@echo "make ui      open the Dagster UI (dagster dev) on 127.0.0.1:3000"
-	@echo "make bench   benchmarks (not tests); make bench-small for a quick look"
 
 check-prereqs:
 	@command -v $(PYTHON) >/dev/null 2>&1 && $(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' \
@@ -43,13 +42,8 @@ validate: setup
 	$(BIN)/dagster definitions validate
 
 ui: setup
+	@mkdir -p $(DAGSTER_HOME) && test -f $(DAGSTER_HOME)/dagster.yaml || printf 'telemetry:\n  enabled: false\n' > $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/dagster dev -h 127.0.0.1 -p 3000
-
-bench: setup
-	$(BIN)/python -m bench.run
-
-bench-small: setup
-	$(BIN)/python -m bench.run --small
 
 clean:
 	rm -rf warehouse sample_lake .dagster_home spark-warehouse

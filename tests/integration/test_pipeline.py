@@ -139,8 +139,18 @@ def test_rerunning_a_range_changes_no_output_table(lake, instance, rebuilt):
 
 def test_with_small_settings_every_filtered_row_is_aggregated_or_pending(lake, instance, tmp_path):
     times = [datetime(2026, 1, 5, 12, tzinfo=timezone.utc) + timedelta(hours=12 * k) for k in range(12)]
-    run_incrementally(lake, instance, tmp_path, [t for t in times if t <= LAST_LOAD],
-                      INCREMENTAL_REPROCESS_DAYS="0", INCREMENTAL_MIN_ROWS_TO_PROCESS="50")
+    small = dict(INCREMENTAL_REPROCESS_DAYS="0", INCREMENTAL_MIN_ROWS_TO_PROCESS="50")
+    run_incrementally(lake, instance, tmp_path, [t for t in times if t <= LAST_LOAD], **small)
+    tables = {"filtered_events": ["event_id"], "daily_aggregates": DAILY_KEYS,
+              "daily_aggregation_manifest": ["event_date"], "attributes": ["domain_userid"]}
+    snapshot = {n: table(tmp_path, n, k) for n, k in tables.items()}
+    # The same `run --until` again changes no output table.
+    run_incrementally(lake, instance, tmp_path, [max(t for t in times if t <= LAST_LOAD)], **small)
+    for name, keys in tables.items():
+        after = table(tmp_path, name, keys)
+        volatile = [c for c in ("last_rebuilt_at", "last_rebuilt_run_id") if c in after.columns]
+        pd.testing.assert_frame_equal(after.drop(columns=volatile), snapshot[name].drop(columns=volatile),
+                                      check_dtype=False, obj=name)
     filtered = DeltaTable(f"{tmp_path}/filtered_events").to_pandas(columns=["event_date"])
     total = filtered.groupby("event_date").size()
     manifest = table(tmp_path, "daily_aggregation_manifest", ["event_date"]).set_index("event_date")
