@@ -99,27 +99,31 @@ class ManifestStore:
         self.max_attempts = max_attempts
 
     # -- reading ------------------------------------------------------------------
-    def _snapshot(self) -> tuple[int, list[Record]]:
+    def _snapshot(self, items: Iterable[str] | None = None) -> tuple[int, list[Record]]:
+        """The table version and its records (only those of `items`, when given), in log order."""
         try:
             table = DeltaTable(self.path)
         except TableNotFoundError:
             return -1, []
-        data = table.to_pyarrow_table()
+        data = table.to_pyarrow_table(filters=[("item_id", "in", sorted(set(items)))] if items else None)
         rows = sorted(data.to_pylist(), key=lambda r: (r["seq"], r["seq_index"]))
         return table.version(), [_record_from_row(r) for r in rows]
 
     def records(self, items: Iterable[str] | None = None) -> list[Record]:
-        wanted = set(items) if items is not None else None
-        return [r for r in self._snapshot()[1] if wanted is None or r.item_id in wanted]
+        wanted = None if items is None else list(items)
+        if wanted == []:
+            return []
+        return self._snapshot(wanted)[1]
 
     def states(self, items: Iterable[str] | None = None) -> dict[str, ItemState]:
         return _states(self.records(items))
 
     # -- writing ------------------------------------------------------------------
-    def _commit(self, build: Callable[[dict[str, ItemState]], list[Record]]) -> list[Record]:
-        """Append what `build` returns for the current state, at exactly the next version."""
+    def _commit(self, items: Sequence[str],
+                build: Callable[[dict[str, ItemState]], list[Record]]) -> list[Record]:
+        """Append what `build` returns for the current state of `items`, at exactly the next version."""
         for attempt in range(self.max_attempts):
-            version, records = self._snapshot()
+            version, records = self._snapshot(items)
             new_records = build(_states(records))
             if not new_records:
                 return []
@@ -209,7 +213,7 @@ class ManifestStore:
                 out.append(_new(item, State.PROCESSING, application, run_id, previous, payload))
             return out
 
-        return self._commit(build)
+        return self._commit(items, build)
 
     def close(self, items: Sequence[str], *, run_id: str, state: State, application: str,
               payload: Mapping | None = None) -> list[Record]:
@@ -229,7 +233,7 @@ class ManifestStore:
                 out.append(_new(item, state, application, run_id, lock.record_id, payload))
             return out
 
-        return self._commit(build)
+        return self._commit(items, build)
 
     def resolve(self, item: str, *, note: str = "", run_id: str = "operator") -> Record:
         """Operator: release a fail-locked (or abandoned, locked) item."""
@@ -246,7 +250,7 @@ class ManifestStore:
                 raise ManifestError(f"item {item} is {state.status.name}, not failed: nothing to resolve")
             return [_new(item, State.RESOLVED, OPERATOR, run_id, state.last.record_id, {"note": note})]
 
-        return self._commit(build)[-1]
+        return self._commit([item], build)[-1]
 
     def skip(self, item: str, *, note: str = "", run_id: str = "operator") -> Record:
         """Operator: never process this item again."""
@@ -255,7 +259,7 @@ class ManifestStore:
             previous = state.last.record_id if state and state.last else None
             return [_new(item, State.SKIPPED, OPERATOR, run_id, previous, {"note": note})]
 
-        return self._commit(build)[-1]
+        return self._commit([item], build)[-1]
 
 
 def _states(records: Sequence[Record]) -> dict[str, ItemState]:
