@@ -7,6 +7,7 @@ default.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -22,14 +23,28 @@ SPARK_CONF = ("spark.master=local[2];spark.ui.enabled=false;spark.sql.shuffle.pa
               "spark.driver.memory=1g")
 
 
-def cli(*args: str, env: dict[str, str]) -> str:
+# Runs `incremental-assets` commands one after another in one process (one JVM start), each
+# through the CLI's own entry point, and prints a marker line before each command's output.
+DRIVER = """
+import json, sys
+from incremental_assets.cli import main
+for argv in json.loads(sys.argv[1]):
+    print("@@@ " + " ".join(argv), flush=True)
+    code = main(argv)
+    if code:
+        sys.exit(code)
+"""
+
+
+def cli(*commands: list[str], env: dict[str, str]) -> list[str]:
+    """Each command's stdout, in order; fails the test with the output if a command fails."""
     full_env = {k: v for k, v in os.environ.items()
                 if not k.startswith("INCREMENTAL_") and k != "DAGSTER_HOME"}
     full_env.update(env, INCREMENTAL_SPARK_CONF=SPARK_CONF)
-    proc = subprocess.run([sys.executable, "-m", "incremental_assets.cli", *args], env=full_env,
-                          capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, f"incremental-assets {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr[-3000:]}"
-    return proc.stdout
+    proc = subprocess.run([sys.executable, "-c", DRIVER, json.dumps(commands)], env=full_env,
+                          capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, f"incremental-assets failed:\n{proc.stdout}\n{proc.stderr[-3000:]}"
+    return proc.stdout.split("@@@ ")[1:]
 
 
 def read(path, name) -> pd.DataFrame:
@@ -48,12 +63,11 @@ def test_web_quarantines_every_session_longer_than_max_session_days(peer_dir, tm
     env = {"INCREMENTAL_WAREHOUSE": str(tmp_path / "wh"), "INCREMENTAL_SOURCE_PATH": str(tmp_path / "src"),
            "INCREMENTAL_START_DATE": "2020-07-03", "INCREMENTAL_MAX_SESSION_DAYS": "3",
            "INCREMENTAL_DAYS_LATE_ALLOWED": "3"}
-    cli("load-csv", str(csv), "--out", env["INCREMENTAL_SOURCE_PATH"],
-        "--load-tstamp-fallback", "collector_tstamp", env=env)
-    # Two separate runs: the long session's 2021 event must find its 2020 event, which the
-    # lifecycle manifest remembers (Snowplow's batching misses exactly this one).
-    cli("backfill", "--start", "2020-07-03", "--end", "2020-07-04", env=env)
-    cli("backfill", "--start", "2021-02-26", "--end", "2021-03-15", env=env)
+    # Two separate backfills: the long session's 2021 event must find its 2020 event, which
+    # the lifecycle manifest remembers (Snowplow's batching misses exactly this one).
+    cli(["load-csv", str(csv), "--out", env["INCREMENTAL_SOURCE_PATH"], "--load-tstamp-fallback", "collector_tstamp"],
+        ["backfill", "--start", "2020-07-03", "--end", "2020-07-04"],
+        ["backfill", "--start", "2021-02-26", "--end", "2021-03-15"], env=env)
 
     quarantined = set(read(tmp_path / "wh", "quarantined_sessions").domain_sessionid)
     expected_by_snowplow = set(pd.read_csv(
@@ -84,11 +98,11 @@ def test_batch_engine_late_loads_reach_daily_aggregates_and_duplicates_count_onc
            "INCREMENTAL_REPROCESS_DAYS": "1", "INCREMENTAL_MIN_ROWS_TO_PROCESS": "1",
            "INCREMENTAL_LOOKBACK_WINDOW_HOURS": "0", "INCREMENTAL_MAX_SESSION_DAYS": "30",
            "INCREMENTAL_ATTRIBUTES_AS_OF": "2025-01-06"}
-    cli("load-csv", str(csv), "--out", env["INCREMENTAL_SOURCE_PATH"], env=env)
-    first = cli("run", "--until", "2025-01-04T00:00:00Z", env=env)
-    assert "First run" in first
-    for until in ("2025-01-07T00:00:00Z", "2025-01-08T00:00:00Z"):
-        assert "Standard run" in cli("run", "--until", until, env=env)
+    _, first, second, third = cli(["load-csv", str(csv), "--out", env["INCREMENTAL_SOURCE_PATH"]],
+                                  ["run", "--until", "2025-01-04T00:00:00Z"],
+                                  ["run", "--until", "2025-01-07T00:00:00Z"],
+                                  ["run", "--until", "2025-01-08T00:00:00Z"], env=env)
+    assert "First run" in first and "Standard run" in second and "Standard run" in third
 
     # The expected daily rows, computed here from the CSV by the rules, independently of Spark.
     events = parse_csv(csv)
