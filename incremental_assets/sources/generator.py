@@ -220,6 +220,10 @@ def _bot_sessions(events: int, days: int, seed: int) -> list[tuple[int, int, int
     return bots
 
 
+# Who an event belongs to, in the skeleton.
+SKELETON_IDS = ("event_no", "session_no", "seq", "session_len", "user_no", "session_idx", "user_sessions")
+
+
 def _add(df: DataFrame, **columns: Column) -> DataFrame:
     """`df` plus `columns`, in one projection. Later stages refer to them by name, so each
     hash is computed once per row and expressions stay small (fast to plan and compile)."""
@@ -277,7 +281,8 @@ def _normal_skeleton(spark: SparkSession, count: int, window_ms: int, seed: int)
             F.floor(F.lit(window_ms - margin) / F.greatest(c("user_sessions") - 1, F.lit(1))),
         ),
     )
-    first_start = F.floor(u("first_session", c("user_no")) * (window_ms - ((c("user_sessions") - 1) * c("gap") + margin)))
+    user_span = (c("user_sessions") - 1) * c("gap") + margin
+    first_start = F.floor(u("first_session", c("user_no")) * (window_ms - user_span))
     jitter = F.floor(u("session_jitter", c("session_no")) * F.least(c("gap") / 2, F.lit(30 * MINUTE_MS)))
     in_session = c("seq") * 30 * SECOND_MS + _between(u("event_step", c("event_no")), 0, 30 * SECOND_MS)
     events = _add(
@@ -307,10 +312,6 @@ def _normal_skeleton(spark: SparkSession, count: int, window_ms: int, seed: int)
         event_name.alias("event_name"),
         F.floor(c("seq") / c("view_every")).alias("page_index"),
     )
-
-
-# Who an event belongs to, in the skeleton.
-SKELETON_IDS = ("event_no", "session_no", "seq", "session_len", "user_no", "session_idx", "user_sessions")
 
 
 def _bot_skeleton(
@@ -427,8 +428,12 @@ def _add_times_and_kinds(events: DataFrame, start_ms: int, seed: int) -> DataFra
         .otherwise("duplicate_later_hour"),
     )
     events = _add(events, landed_ms=F.coalesce(c("load_ms"), c("collector_ms")))
-    return events.select(
-        *SKELETON_IDS,
+    return events.select(  # what the atomic columns are made of (kept narrow: it is shuffled)
+        "event_no",
+        "session_no",
+        "user_no",
+        "session_idx",
+        "user_sessions",
         "is_bot",
         "app_index",
         "event_name",

@@ -57,7 +57,7 @@ def test_file_stats_let_readers_skip_files_by_load_time(spark, tmp_path):
     # Bounds are kept to the millisecond, rounded outwards.
     assert first_day["min.load_tstamp"] == datetime(2026, 1, 5, 23, 59, 59, 123000, tzinfo=timezone.utc)
     assert first_day["max.load_tstamp"] == datetime(2026, 1, 5, 23, 59, 59, 124000, tzinfo=timezone.utc)
-    assert first_day["null_count.event_id"] == 0
+    assert first_day["null_count.load_tstamp"] == 0
     # A reader filtering on load_tstamp opens only the matching files.
     dataset = DeltaTable(str(out)).to_pyarrow_dataset()
     hour_two = (pa.dataset.field("load_tstamp") >= pa.scalar(T0 + timedelta(hours=2))) & (
@@ -112,7 +112,8 @@ def test_refuses_a_foreign_directory_and_appends_of_other_columns(spark, tmp_pat
 
 def test_rows_without_any_load_time_go_to_a_null_partition(spark, tmp_path):
     out = tmp_path / "events"
-    df = spark.createDataFrame([("e1", None, None)], "event_id string, load_tstamp timestamp, collector_tstamp timestamp")
+    df = spark.createDataFrame([("e1", None, None)],
+                               "event_id string, load_tstamp timestamp, collector_tstamp timestamp")
     write_source_table(df.withColumn("load_date", F.to_date("load_tstamp")), out)
     table = DeltaTable(str(out)).to_pyarrow_table()
     assert table.column("event_id").to_pylist() == ["e1"]
