@@ -23,8 +23,10 @@ from dagster import (
     AssetCheckExecutionContext,
     AssetCheckResult,
     AssetCheckSeverity,
+    AssetCheckSpec,
     MetadataValue,
     asset_check,
+    multi_asset_check,
 )
 from deltalake import DeltaTable
 
@@ -184,10 +186,11 @@ def daily_rows_accounted_for(warehouse: WarehouseResource) -> AssetCheckResult:
 
 # -- manifest: no stale locks --------------------------------------------------------------
 
-def stale_locks(warehouse: WarehouseResource, asset: str, now: datetime) -> dict:
+def stale_locks(warehouse: WarehouseResource, asset: str, now: datetime, states=None) -> dict:
     """The asset's manifest items held by PROCESSING locks, and those older than max_lock_age_hours."""
     limit = timedelta(hours=warehouse.settings.max_lock_age_hours)
-    ages = {item: lock_age(state.open_lock, now) for item, state in warehouse.manifest.states().items()
+    states = warehouse.manifest.states() if states is None else states
+    ages = {item: lock_age(state.open_lock, now) for item, state in states.items()
             if split_item_id(item)[0] == asset and state.status is ItemStatus.LOCKED}
     stale = sorted(item for item, age in ages.items() if age > limit)
     oldest = max(ages.values(), default=timedelta(0))
@@ -195,24 +198,31 @@ def stale_locks(warehouse: WarehouseResource, asset: str, now: datetime) -> dict
             "oldest_lock_age_hours": round(oldest.total_seconds() / 3600, 2)}
 
 
-def _no_stale_locks_check(asset: str):
-    @asset_check(asset=asset, name="no_stale_locks",
-                 description=f"No manifest item of {asset} is held by a PROCESSING lock older than "
-                             "max_lock_age_hours (a hung or lost run; `incremental-assets limits` lists locks).")
-    def _check(warehouse: WarehouseResource) -> AssetCheckResult:
-        found = stale_locks(warehouse, asset, datetime.now(timezone.utc))
+@multi_asset_check(
+    specs=[AssetCheckSpec("no_stale_locks", asset=asset,
+                          description=f"No manifest item of {asset} is held by a PROCESSING lock older than "
+                                      "max_lock_age_hours (a hung or lost run; `incremental-assets limits` "
+                                      "lists the locks).")
+           for asset in ALL_ASSETS],
+    can_subset=True,
+)
+def no_stale_locks(context: AssetCheckExecutionContext, warehouse: WarehouseResource):
+    """One manifest read for the run's assets (each job selects its own assets' checks)."""
+    now, states = datetime.now(timezone.utc), warehouse.manifest.states()
+    for key in sorted(context.selected_asset_check_keys, key=lambda k: k.asset_key.path[-1]):
+        asset = key.asset_key.path[-1]
+        found = stale_locks(warehouse, asset, now, states)
         metadata = {"locked_items": MetadataValue.int(found["locked_items"]),
                     "stale_locks": MetadataValue.int(found["stale_locks"]),
                     "oldest_lock_age_hours": MetadataValue.float(float(found["oldest_lock_age_hours"]))}
         if found["stale"]:
             metadata["stale_items"] = MetadataValue.md("\n".join(f"- `{i}`" for i in found["stale"][:30]))
-        return AssetCheckResult(passed=not found["stale"], severity=AssetCheckSeverity.WARN, metadata=metadata,
-                                description=f"{found['stale_locks']} lock(s) older than "
-                                            f"{warehouse.settings.max_lock_age_hours} h")
-    return _check
+        yield AssetCheckResult(asset_key=key.asset_key, check_name=key.name, passed=not found["stale"],
+                               severity=AssetCheckSeverity.WARN, metadata=metadata,
+                               description=f"{found['stale_locks']} lock(s) older than "
+                                           f"{warehouse.settings.max_lock_age_hours} h")
 
 
-NO_STALE_LOCKS = {asset: _no_stale_locks_check(asset) for asset in ALL_ASSETS}
 DAILY_INVARIANT = daily_rows_accounted_for
 CHECKS = [base_events_event_id_unique, filtered_events_event_id_unique, sessions_end_after_start,
-          daily_rows_accounted_for, *NO_STALE_LOCKS.values()]
+          daily_rows_accounted_for, no_stale_locks]

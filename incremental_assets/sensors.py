@@ -132,6 +132,20 @@ def _file_hours(day, low, high, nulls, c_low, c_high) -> tuple[datetime | None, 
 
 # -- the manifest: which hours are processed, failed, locked, skipped ------------------
 
+class ManifestSnapshot(ManifestStore):
+    """The manifest read once: the limits and the hour states of one tick see the same records."""
+
+    def __init__(self, path: str):
+        super().__init__(path)
+        self._all: list[Record] | None = None
+
+    def records(self, items=None) -> list[Record]:
+        if self._all is None:
+            self._all = super().records()
+        wanted = set(items) if items is not None else None
+        return [r for r in self._all if wanted is None or r.item_id in wanted]
+
+
 @dataclass
 class HourStates:
     processed: set[datetime] = field(default_factory=set)  # every hourly model processed it last
@@ -221,7 +235,7 @@ def hourly_run_request(settings: Settings, *, now: datetime, instance,
     if busy:
         return skip(f"waiting for {busy} to finish")
 
-    manifest = manifest_for(settings)
+    manifest = ManifestSnapshot(manifest_for(settings).path)
     limits = current_limits(settings, now, manifest)
     span = hours_within(limits, partitions_start=hourly_partitions.start)
     hours = hour_states(manifest)

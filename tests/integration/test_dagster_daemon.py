@@ -1,0 +1,260 @@
+"""A real Dagster: dagster-webserver and dagster-daemon on 127.0.0.1 with a temporary
+DAGSTER_HOME. A partition backfill launched through the GraphQL API runs (one run for the
+range) and late_days_sensor follows it; new source data arrives meanwhile and
+hourly_load_sensor, running in the daemon, launches a run for it once the backfill is done.
+And the `dagster asset materialize --partition-range` command line.
+
+Runs are subprocesses that start their own Spark JVM (local[1], 1 GB), at most two at a time.
+Every process started here is stopped at the end, whatever happens (runs still in flight
+are stopped with them: the test's warehouse is thrown away).
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+import requests
+from deltalake import DeltaTable
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+HOURLY = ["base_events", "sessions_lifecycle_manifest", "quarantined_sessions", "filtered_events"]
+SPARK_CONF = "spark.master=local[1];spark.ui.enabled=false;spark.sql.shuffle.partitions=1;spark.driver.memory=1g"
+# Closed load hours just before now (T0 .. T0 + 9 h), so that the sensor's run stays short;
+# partitions start on T0's day.
+T0 = datetime.now(timezone.utc).replace(minute=0, second=0, microsecond=0) - timedelta(hours=10)
+PHASE_SECONDS = 420
+
+
+def hour(h: int) -> datetime:
+    return T0 + timedelta(hours=h)
+
+
+def hour_key(h: int) -> str:
+    return hour(h).strftime("%Y-%m-%d-%H:%M")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def deployment(tmp_path):
+    """Paths and the environment every process of the deployment gets."""
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    # At most two runs at a time: each run starts a JVM.
+    (home / "dagster.yaml").write_text(
+        "telemetry:\n  enabled: false\nrun_queue:\n  max_concurrent_runs: 2\n")
+    workspace = tmp_path / "workspace.yaml"
+    workspace.write_text(
+        "load_from:\n  - python_module:\n      module_name: incremental_assets.definitions\n"
+        f"      attribute: defs\n      working_directory: {REPO}\n"
+        f"      executable_path: {sys.executable}\n      location_name: incremental_assets\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("INCREMENTAL_", "DAGSTER_"))}
+    env.update({
+        "DAGSTER_HOME": str(home),
+        "INCREMENTAL_WAREHOUSE": str(tmp_path / "warehouse"),
+        "INCREMENTAL_SOURCE_PATH": str(tmp_path / "source"),
+        "INCREMENTAL_START_DATE": T0.date().isoformat(),
+        "INCREMENTAL_SENSOR_INTERVAL_SECONDS": "30",
+        "INCREMENTAL_LOOKBACK_WINDOW_HOURS": "0",  # the sensor's run: exactly the hours after the backfill
+        "INCREMENTAL_SPARK_CONF": SPARK_CONF,
+        "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost",
+    })
+    return {"home": home, "workspace": workspace, "env": env, "tmp": tmp_path,
+            "warehouse": tmp_path / "warehouse", "source": tmp_path / "source"}
+
+
+@pytest.fixture(scope="module")
+def events(spark):
+    from incremental_assets.sources.generator import generate_events_df
+
+    # Events from the day before T0's to the day after: loads outside the hours used here are left out.
+    return generate_events_df(spark, events=900, days=3, start=(T0 - timedelta(days=1)).date(), seed=9).cache()
+
+
+def write_loads(events, source: Path, start: datetime, end: datetime) -> int:
+    from pyspark.sql import functions as F
+
+    from incremental_assets.sources.writer import write_source_table
+
+    rows = events.where((F.col("load_tstamp") >= F.lit(start)) & (F.col("load_tstamp") < F.lit(end)))
+    written = write_source_table(rows.coalesce(1), source, mode="append")["rows"]
+    # Let delta-rs expose load_tstamp's min/max per file: the sensor then sees exact hours.
+    DeltaTable(str(source)).alter.set_table_properties(
+        {"delta.dataSkippingStatsColumns": "collector_tstamp,load_tstamp"})
+    return written
+
+
+class Processes:
+    """Started processes, each in its own process group; stop() ends them all."""
+
+    def __init__(self, logs: Path):
+        self.logs, self.started = logs, []
+
+    def start(self, name: str, args: list[str], env: dict) -> subprocess.Popen:
+        log = open(self.logs / f"{name}.log", "w")
+        proc = subprocess.Popen(args, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        self.started.append((name, proc, log))
+        return proc
+
+    def tail(self, lines: int = 40) -> str:
+        out = []
+        for name, _, _ in self.started:
+            text = (self.logs / f"{name}.log").read_text(errors="replace").splitlines()
+            out.append(f"--- {name}.log (last {lines} lines) ---\n" + "\n".join(text[-lines:]))
+        return "\n".join(out)
+
+    def stop(self) -> None:
+        for _, proc, _ in self.started:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.time() + 15
+        for _, proc, log in self.started:
+            try:
+                proc.wait(timeout=max(1, deadline - time.time()))
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+            log.close()
+
+
+def wait_for(what: str, condition, processes: Processes, timeout: float = PHASE_SECONDS, every: float = 3):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(every)
+    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}\n{processes.tail()}")
+
+
+def graphql(port: int, query: str, variables: dict | None = None) -> dict:
+    response = requests.post(f"http://127.0.0.1:{port}/graphql", json={"query": query, "variables": variables or {}},
+                             timeout=60, proxies={"http": None, "https": None})
+    response.raise_for_status()
+    body = response.json()
+    assert "errors" not in body, body
+    return body["data"]
+
+
+LOCATIONS = """{ workspaceOrError { __typename ... on Workspace { locationEntries {
+  name loadStatus locationOrLoadError { __typename ... on PythonError { message } } } } } }"""
+
+
+def location_loaded(port: int) -> bool:
+    try:
+        entries = graphql(port, LOCATIONS)["workspaceOrError"]["locationEntries"]
+    except (requests.RequestException, KeyError):
+        return False
+    entry = next((e for e in entries if e["name"] == "incremental_assets"), None)
+    if entry and entry["locationOrLoadError"] and entry["locationOrLoadError"]["__typename"] == "PythonError":
+        pytest.fail(f"the code location failed to load: {entry['locationOrLoadError']['message']}")
+    return bool(entry) and entry["loadStatus"] == "LOADED" and \
+        entry["locationOrLoadError"]["__typename"] == "RepositoryLocation"
+
+
+def launch_backfill(port: int, first: str, last: str) -> str:
+    """The UI's "Materialize partitions" for a range, through dagster_graphql's client."""
+    from dagster_graphql import DagsterGraphQLClient
+    from dagster_graphql.client.query import LAUNCH_PARTITION_BACKFILL_MUTATION
+
+    client = DagsterGraphQLClient("127.0.0.1", port_number=port)
+    # The client has no public method for backfills; its mutation text and transport do the job.
+    result = client._execute(LAUNCH_PARTITION_BACKFILL_MUTATION, {"backfillParams": {
+        "partitionsByAssets": [{"assetKey": {"path": [name]}, "partitions": {"range": {"start": first, "end": last}}}
+                               for name in HOURLY],
+        "title": "test: hourly assets",
+    }})["launchPartitionBackfill"]
+    assert result["__typename"] == "LaunchBackfillSuccess", result
+    return result["backfillId"]
+
+
+def runs_of(instance, job_name: str, status=None, tags=None):
+    from dagster import RunsFilter
+
+    return instance.get_runs(filters=RunsFilter(job_name=job_name, statuses=[status] if status else None,
+                                                tags=tags or {}))
+
+
+def test_a_graphql_backfill_then_the_sensors_in_the_daemon(deployment, events, monkeypatch):
+    from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
+    from dagster._core.execution.backfill import BulkActionStatus
+
+    source, warehouse, env = deployment["source"], deployment["warehouse"], deployment["env"]
+    assert write_loads(events, source, hour(0), hour(6)) > 0
+    monkeypatch.setenv("DAGSTER_HOME", env["DAGSTER_HOME"])
+    for name in ("INCREMENTAL_WAREHOUSE", "INCREMENTAL_START_DATE", "NO_PROXY", "no_proxy"):
+        monkeypatch.setenv(name, env[name])
+    port = free_port()
+    processes = Processes(deployment["tmp"])
+    try:
+        processes.start("webserver", [str(BIN / "dagster-webserver"), "-h", "127.0.0.1", "-p", str(port),
+                                      "-w", str(deployment["workspace"])], env)
+        wait_for("the webserver and the code location", lambda: location_loaded(port), processes, timeout=240)
+        # Requested before the daemon starts: hourly_load_sensor's first tick waits for it.
+        backfill_id = launch_backfill(port, hour_key(0), hour_key(5))
+        processes.start("daemon", [str(BIN / "dagster-daemon"), "run", "-w", str(deployment["workspace"])], env)
+        # New loads arrive while the backfill runs; hourly_load_sensor waits for the backfill.
+        assert write_loads(events, source, hour(6), hour(9)) > 0
+        instance = DagsterInstance.get()
+
+        def backfill_done():
+            status = instance.get_backfill(backfill_id).status
+            return status if status not in (BulkActionStatus.REQUESTED, BulkActionStatus.CANCELING) else None
+
+        assert wait_for("the backfill", backfill_done, processes) in (BulkActionStatus.COMPLETED,
+                                                                       BulkActionStatus.COMPLETED_SUCCESS)
+        (backfill_run,) = instance.get_runs(filters=RunsFilter(tags={"dagster/backfill": backfill_id}))
+        assert backfill_run.tags["dagster/asset_partition_range_start"] == hour_key(0)  # one run: single_run
+        assert instance.get_materialized_partitions(AssetKey("filtered_events")) >= {hour_key(h) for h in range(6)}
+        record = instance.fetch_materializations(AssetKey("base_events"), limit=1).records[0]
+        assert {"rows_written", "table_version", "run_limits"} <= set(record.asset_materialization.metadata)
+        base = DeltaTable(str(warehouse / "base_events")).to_pandas(columns=["event_id", "load_tstamp"])
+        assert base.event_id.is_unique and base.load_tstamp.min() < hour(1)
+        assert DeltaTable(str(warehouse / "filtered_events")).to_pyarrow_table().num_rows > 0
+
+        # Meanwhile late_days_sensor planned the backfill's event days ...
+        assert wait_for("the daily run planned after the backfill", lambda: runs_of(
+            instance, "daily_job", None, {"incremental/late_days_of_run": backfill_run.run_id}), processes)
+        # ... and, once the backfill was done, hourly_load_sensor launched one ranged run for the
+        # new hours (lookback 0: exactly the hours after the backfill, up to the last closed one).
+        (run,) = wait_for("hourly_load_sensor's run", lambda: runs_of(
+            instance, "hourly_job", None, {"dagster/sensor_name": "hourly_load_sensor"}), processes)
+        assert run.tags["dagster/asset_partition_range_start"] == hour_key(6)
+        assert run.tags["dagster/asset_partition_range_end"] >= hour_key(8)
+        assert run.tags["incremental/run_state"] == "STANDARD"
+        assert "new data" in run.tags["incremental/reason"]
+    finally:
+        processes.stop()
+    assert all(proc.poll() is not None for _, proc, _ in processes.started)
+
+
+def test_dagster_asset_materialize_runs_a_partition_range_in_one_run(deployment, events):
+    env = deployment["env"]
+    write_loads(events, deployment["source"], hour(0), hour(3))
+    command = [str(BIN / "dagster"), "asset", "materialize", "-m", "incremental_assets.definitions",
+               "--select", ",".join(HOURLY), "--partition-range", f"{hour_key(0)}...{hour_key(2)}"]
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "RUN_SUCCESS" in done.stdout + done.stderr
+
+    from dagster import AssetKey, DagsterInstance
+
+    instance = DagsterInstance.from_config(env["DAGSTER_HOME"])
+    (run,) = instance.get_runs()
+    assert run.tags["dagster/asset_partition_range_end"] == hour_key(2)
+    assert instance.get_materialized_partitions(AssetKey("base_events")) == {hour_key(h) for h in range(3)}
+    instance.dispose()

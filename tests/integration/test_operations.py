@@ -1,0 +1,99 @@
+"""Operating the pipeline: a failed run leaves a fail-locked item, `incremental-assets limits`
+reports it, `manifest resolve` (CLI or manifest_admin_job) releases it, the next run proceeds."""
+
+from datetime import date, datetime, timezone
+
+import pytest
+from dagster import DagsterInstance
+
+from incremental_assets import cli
+from incremental_assets.planning.processing_manifest import ItemStatus, State
+from incremental_assets.runs import manifest_for
+from incremental_assets.settings import Settings
+from resources.manifest import item_id
+
+DAY = date(2026, 1, 5)
+UNTIL = "2026-01-05T01:30:00Z"  # one closed load hour: 00:00
+ITEM = "base_events/2026-01-05-00:00"
+
+
+@pytest.fixture(scope="module")
+def lake(spark, tmp_path_factory):
+    from incremental_assets.sources.generator import generate_events
+
+    path = tmp_path_factory.mktemp("ops_lake") / "events"
+    generate_events(spark, events=200, days=1, start=DAY, out=str(path), seed=7, progress=lambda *_: None)
+    return str(path)
+
+
+@pytest.fixture
+def dagster_home(tmp_path, monkeypatch):
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    monkeypatch.setenv("INCREMENTAL_WAREHOUSE", str(tmp_path / "warehouse"))
+    monkeypatch.setenv("INCREMENTAL_START_DATE", DAY.isoformat())
+    monkeypatch.setenv("INCREMENTAL_ATTRIBUTES_AS_OF", "2026-01-06")
+    return home
+
+
+def status(item: str) -> ItemStatus:
+    return manifest_for(Settings.load()).states([item])[item].status
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_failed_item_is_reported_resolved_and_the_next_run_proceeds(lake, dagster_home, tmp_path,
+                                                                     monkeypatch, capsys):
+    monkeypatch.setenv("INCREMENTAL_SOURCE_PATH", str(tmp_path / "not_there_yet"))
+    assert cli.main(["run", "--until", UNTIL]) == 1  # base_events fails: no source
+    assert status(ITEM) is ItemStatus.FAIL_LOCKED
+
+    monkeypatch.setenv("INCREMENTAL_SOURCE_PATH", lake)  # the cause is fixed ...
+    capsys.readouterr()
+    assert cli.main(["run", "--until", UNTIL]) == 1  # ... but the item stays locked until resolved
+    assert "hourly_job failed" in capsys.readouterr().out
+    assert status(ITEM) is ItemStatus.FAIL_LOCKED
+
+    assert cli.main(["limits", "--now", UNTIL]) == 0
+    report = capsys.readouterr().out
+    assert "1 item(s) need attention" in report
+    assert f"{ITEM}  FAIL_LOCKED" in report and "source table not found" in report
+
+    assert cli.main(["manifest", "resolve", ITEM, "--note", "source restored"]) == 0
+    assert "resolved" in capsys.readouterr().out
+    assert status(ITEM) is ItemStatus.READY
+
+    assert cli.main(["run", "--until", UNTIL]) == 0
+    assert manifest_for(Settings.load()).states([ITEM])[ITEM].last.state is State.PROCESSED
+    assert cli.main(["limits", "--now", UNTIL]) == 0
+    assert "need attention" not in capsys.readouterr().out
+    # The runs went to the instance in DAGSTER_HOME, where the UI shows them.
+    assert len(DagsterInstance.get().get_run_records()) >= 3
+
+
+def test_manifest_admin_job_resolves_and_skips_items(dagster_home):
+    from incremental_assets.definitions import defs
+
+    manifest = manifest_for(Settings.load())
+    failed, unwanted = item_id("base_events", "2026-01-05-03:00"), item_id("base_events", "2026-01-05-04:00")
+    manifest.claim([failed, unwanted], application="base_events", run_id="r1", run_finished=lambda lock: None)
+    manifest.close([failed, unwanted], run_id="r1", state=State.FAILED, application="base_events",
+                   payload={"reason": "boom"})
+    job = defs.resolve_job_def("manifest_admin_job")
+
+    def admin(action: str, item: str):
+        config = {"ops": {"manifest_admin": {"config": {"action": action, "item": item, "note": "by the test"}}}}
+        return job.execute_in_process(run_config=config, instance=DagsterInstance.get(), raise_on_error=False)
+
+    assert admin("resolve", failed).success
+    assert status(failed) is ItemStatus.READY
+    assert manifest.states([failed])[failed].last.payload == {"note": "by the test"}
+    assert admin("skip", unwanted).success
+    assert status(unwanted) is ItemStatus.SKIPPED
+
+    refused = admin("resolve", failed)  # nothing to resolve any more: the run fails and says why
+    assert not refused.success
+    (failure,) = [e for e in refused.all_events if e.is_step_failure]
+    assert "not failed: nothing to resolve" in failure.event_specific_data.error.message
