@@ -10,8 +10,13 @@ def test_definitions_load_with_the_six_assets_and_three_jobs():
     names = {key.path[-1] for key in graph.get_all_asset_keys()}
     assert names == {"base_events", "sessions_lifecycle_manifest", "quarantined_sessions",
                      "filtered_events", "daily_aggregates", "attributes"}
-    for name in ("hourly_job", "daily_job", "attributes_job"):
+    for name in ("hourly_job", "daily_job", "attributes_job", "manifest_admin_job"):
         assert defs.resolve_job_def(name) is not None
+    sensors = {s.name: s for s in defs.sensors}
+    assert set(sensors) >= {"hourly_load_sensor", "late_days_sensor", "attributes_sensor"}
+    from dagster import DefaultSensorStatus
+
+    assert sensors["hourly_load_sensor"].default_status == DefaultSensorStatus.RUNNING
 
 
 def test_partitioned_assets_backfill_a_range_in_one_run():
