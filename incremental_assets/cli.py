@@ -56,16 +56,20 @@ def cmd_load_csv(args) -> int:
 
 def cmd_run(args) -> int:
     from incremental_assets.runs import run_until
+    from incremental_assets.settings import Settings
 
+    Settings.load()  # a bad setting stops here, before _instance() creates DAGSTER_HOME
     report = run_until(args.until, instance=_instance())
     return 0 if report.success else 1
 
 
 def cmd_backfill(args) -> int:
     from incremental_assets.runs import backfill
+    from incremental_assets.settings import Settings
 
     if args.end < args.start:
         raise ValueError(f"--end {args.end} is before --start {args.start}")
+    Settings.load()  # a bad setting stops here, before _instance() creates DAGSTER_HOME
     report = backfill(args.start, args.end, instance=_instance())
     return 0 if report.success else 1
 
@@ -149,6 +153,9 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["INCREMENTAL_SOURCE_PATH"] = args.source
     if args.command == "manifest" and args.action != "list" and not args.item:
         parser.error(f"manifest {args.action} needs an item id")
+    # Spark logs a failed task with its Java stack trace; the CLI reports every failure in one
+    # line instead (INCREMENTAL_SPARK_LOG_LEVEL=ERROR brings Spark's log back).
+    os.environ.setdefault("INCREMENTAL_SPARK_LOG_LEVEL", "OFF")
     try:
         return args.func(args)
     except Exception as exc:  # noqa: BLE001 - one clear line for the operator, not a trace

@@ -32,7 +32,10 @@ RANGE_START_TAG = "dagster/asset_partition_range_start"
 RANGE_END_TAG = "dagster/asset_partition_range_end"
 HOUR_KEY_FORMAT = "%Y-%m-%d-%H:%M"
 DAY_KEY_FORMAT = "%Y-%m-%d"
-CONSOLE_LOG_LEVEL = os.environ.get("INCREMENTAL_LOG_LEVEL", "WARNING")
+# Dagster logs a failed step at ERROR with its whole stack trace; the console shows none of
+# that by default: _execute prints one line per failed step (the trace stays in the run's
+# event log, in the UI). INCREMENTAL_LOG_LEVEL=WARNING shows Dagster's console log again.
+CONSOLE_LOG_LEVEL = os.environ.get("INCREMENTAL_LOG_LEVEL", "CRITICAL")
 
 
 def floor_hour(ts: datetime) -> datetime:
@@ -200,10 +203,18 @@ def _execute(job_name: str, *, instance, tags: dict[str, str], report: RunReport
                                     run_config={"loggers": {"console": {"config": {"log_level": CONSOLE_LOG_LEVEL}}}})
     report.runs.append((job_name, result.run_id, result.success))
     if not result.success:
-        errors = [e.event_specific_data.error.message.strip().splitlines()[0]
-                  for e in result.all_events if e.is_step_failure]
+        errors = [_failure_line(e.event_specific_data.error) for e in result.all_events if e.is_step_failure]
         echo(f"  {job_name} failed (run {result.run_id}): {'; '.join(errors) or 'see the run log'}")
     return result.success
+
+
+def _failure_line(error) -> str:
+    """The first line of the step's own exception: Dagster wraps it ("Error occurred while
+    executing op ...:"), and that wrapper's line says nothing about what went wrong."""
+    while error.cause is not None and (error.cls_name or "").startswith("Dagster"):
+        error = error.cause
+    lines = error.message.strip().splitlines()
+    return lines[0] if lines else (error.cls_name or "unknown error")
 
 
 def _range_tags(first: str, last: str) -> dict[str, str]:

@@ -15,6 +15,7 @@ releases it and rewrites the same range (writes are idempotent), so nothing is l
 
 import contextlib
 import os
+import re
 import socket
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -140,6 +141,26 @@ def _one_line(exc: BaseException) -> str:
     return (text[0] if text else type(exc).__name__)[:500]
 
 
+class FilesRemovedError(RuntimeError):
+    """A file that a Delta log listed was deleted while this step read it."""
+
+
+# Spark reads lazily, so a source vacuumed or rewritten mid-run fails here, at the write.
+_FILE_GONE = re.compile(r"FILE_NOT_EXIST\] Encountered error while reading file (\S+?)\.? File does not exist")
+
+
+def _explained(exc: BaseException, items: Sequence[str]) -> BaseException:
+    """Known failures restated to say what to do (Spark's own text suggests REFRESH TABLE,
+    which does not apply here, under a page of Java stack trace); others unchanged."""
+    gone = _FILE_GONE.search(str(exc))
+    if gone:
+        return FilesRemovedError(
+            f"file {gone.group(1)} was removed while this step read it: the source (or a table) was "
+            "vacuumed or rewritten during the run. Run the range again once that is done, after "
+            f"resolving its {len(items)} failed item(s), e.g. `incremental-assets manifest resolve {items[0]}`")
+    return exc
+
+
 def _window_bounds(window, column_is_date: bool):
     start, end = window.start, window.end
     if column_is_date:
@@ -180,8 +201,11 @@ class ManifestIOManager(ConfigurableIOManager):
             side_results = {spec.table: self._write(spec, window) for spec in obj.side_tables}
             result = self._write(main, window)
         except BaseException as exc:
+            error = _explained(exc, items)
             manifest.close(items, run_id=context.run_id, state=State.FAILED, application=name,
-                           payload={"reason": _one_line(exc)})
+                           payload={"reason": _one_line(error)})
+            if error is not exc:
+                raise error from exc
             raise
         finally:
             for df in obj.cached:

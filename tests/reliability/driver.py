@@ -1,0 +1,156 @@
+"""The child process of the reliability tests: patch one point of the pipeline, then run it.
+
+    python tests/reliability/driver.py [--kill POINT [--target NAME]] [--slow SECONDS]
+        [--barrier DIR] (--hours FIRST LAST | -- CLI ARGS ...)
+
+Kill points (the process SIGKILLs itself, like `kill -9` or the OOM killer would):
+  spark-job         from inside a Spark task reading the source for base_events
+  before-processed  after asset NAME's data commits, before its PROCESSED record
+  delta-commit      after table NAME's data files are written, before its commit is published
+--slow holds base_events for SECONDS after it claimed its items (a long computation).
+--barrier: once Spark is up, create DIR/ready-<pid> and wait for DIR/go (so two processes
+start their runs at the same moment).
+--hours runs only hourly_job over the hourly partitions FIRST..LAST; otherwise the
+`incremental-assets` CLI runs with the given arguments.
+Nothing here is imported by the product: the patches live only in this process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+import uuid
+from pathlib import Path
+
+
+def die() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def kill_in_spark_job() -> None:
+    """Every source read of base_events gets a filter whose Python UDF kills this driver."""
+    import incremental_assets.assets.hourly as hourly
+    from pyspark.sql import functions as F
+
+    driver_pid = os.getpid()
+
+    def kill_driver(_value):
+        os.kill(driver_pid, signal.SIGKILL)
+        time.sleep(60)  # the task never finishes: the driver is gone
+        return True
+
+    kill_udf = F.udf(kill_driver, "boolean")
+    real_read_source = hourly.read_source
+
+    def read_source(*args, **kwargs):
+        return real_read_source(*args, **kwargs).where(kill_udf(F.col("event_id")))
+
+    hourly.read_source = read_source
+
+
+def kill_before_processed(asset: str) -> None:
+    from incremental_assets.planning.processing_manifest import State
+    from resources.manifest import ManifestStore, split_item_id
+
+    real_close = ManifestStore.close
+
+    def close(self, items, *, state, **kwargs):
+        if state is State.PROCESSED and any(split_item_id(item)[0] == asset for item in items):
+            die()
+        return real_close(self, items, state=state, **kwargs)
+
+    ManifestStore.close = close
+
+
+def kill_in_delta_commit(table: str) -> None:
+    """Table `table`'s next write runs, then its new log entry is taken back to the temporary
+    name delta-rs writes before the atomic rename, and the process dies: the data files are
+    on disk, the commit was never published."""
+    from resources.tables import DeltaRsTableStore
+
+    real_write = DeltaRsTableStore._write_arrow
+
+    def write_arrow(self, target, data, **options):
+        path = target if isinstance(target, str) else target.table_uri.removeprefix("file://")
+        if path.rstrip("/").rsplit("/", 1)[-1] != table:
+            return real_write(self, target, data, **options)
+        version = target.version() + 1 if not isinstance(target, str) else 0
+        real_write(self, target, data, **options)
+        log = Path(path) / "_delta_log"
+        (log / f"{version:020d}.json").rename(log / f"_commit_{uuid.uuid4()}.json.tmp")
+        die()
+
+    DeltaRsTableStore._write_arrow = write_arrow
+
+
+def slow_base_events(seconds: float) -> None:
+    import incremental_assets.assets.hourly as hourly
+
+    real_transform = hourly.base_events_transform
+
+    def transform(*args, **kwargs):
+        time.sleep(seconds)
+        return real_transform(*args, **kwargs)
+
+    hourly.base_events_transform = transform
+
+
+def wait_at_barrier(directory: Path, timeout: float = 600) -> None:
+    (directory / f"ready-{os.getpid()}").touch()
+    deadline = time.monotonic() + timeout
+    while not (directory / "go").exists():
+        if time.monotonic() > deadline:
+            sys.exit("driver: no go signal at the barrier")
+        time.sleep(0.05)
+
+
+def run_hours(first: str, last: str) -> int:
+    from dagster import DagsterInstance
+
+    from incremental_assets.runs import RunReport, _execute, _range_tags
+
+    report = RunReport()
+    with DagsterInstance.get() as instance:
+        _execute("hourly_job", instance=instance, tags=_range_tags(first, last), report=report, echo=print)
+    for job, run_id, ok in report.runs:
+        print(f"{job} run {run_id}: {'success' if ok else 'failure'}")
+    return 0 if report.success else 1
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--kill", choices=["spark-job", "before-processed", "delta-commit"])
+    parser.add_argument("--target", default="")
+    parser.add_argument("--slow", type=float, default=0)
+    parser.add_argument("--barrier", type=Path)
+    parser.add_argument("--hours", nargs=2, metavar=("FIRST", "LAST"))
+    parser.add_argument("cli_args", nargs="*")
+    args = parser.parse_args(argv)
+
+    from resources.spark import get_spark
+
+    get_spark()  # start Spark (and import the code location) before any timing matters
+    import incremental_assets.definitions  # noqa: F401
+
+    if args.kill == "spark-job":
+        kill_in_spark_job()
+    elif args.kill == "before-processed":
+        kill_before_processed(args.target)
+    elif args.kill == "delta-commit":
+        kill_in_delta_commit(args.target)
+    if args.slow:
+        slow_base_events(args.slow)
+    if args.barrier:
+        wait_at_barrier(args.barrier)
+    if args.hours:
+        return run_hours(*args.hours)
+    from incremental_assets.cli import main as cli_main
+
+    return cli_main(args.cli_args)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,118 @@
+"""Two processes writing at once: the manifest lets exactly one claim a range; different ranges
+both land, and neither loses the other's rows.
+
+One side is a child process (tests/reliability/driver.py), the other this test process; both
+wait at a barrier once Spark is up, then start together. Each holds base_events a few
+seconds after claiming (a long computation), so the two claims always overlap.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from incremental_assets.planning.processing_manifest import ItemStatus
+from resources.manifest import ManifestStore
+from tests.reliability.helpers import (
+    MANIFEST,
+    SECOND_RUN,
+    assert_same_tables,
+    child_env,
+    child_process,
+    copy_warehouse,
+    make_dagster_home,
+    run_in_process,
+    snapshot,
+    use_settings,
+    wait_for,
+)
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+HOLD_SECONDS = 6
+SECOND_RUN_HOURS = [f"2026-01-05-{hour:02d}:00" for hour in range(1, 6)]
+
+
+@pytest.fixture
+def slow_base_events(monkeypatch):
+    """In this process, base_events holds its claim HOLD_SECONDS before computing."""
+    import time
+
+    import incremental_assets.assets.hourly as hourly
+
+    real = hourly.base_events_transform
+
+    def transform(*args, **kwargs):
+        time.sleep(HOLD_SECONDS)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(hourly, "base_events_transform", transform)
+
+
+def start_together(child, barrier):
+    wait_for(lambda: any(barrier.glob("ready-*")), timeout=600, what="the child at the barrier", child=child)
+    (barrier / "go").touch()
+
+
+def test_two_runs_of_the_same_range_at_once_one_writes_the_other_is_refused(
+        lake, after_first_run, second_run_tables, slow_base_events, tmp_path):
+    warehouse = copy_warehouse(after_first_run, tmp_path / "warehouse")
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    args = ["--slow", str(HOLD_SECONDS), "--barrier", str(barrier), "--", "run", "--until", SECOND_RUN.isoformat()]
+    env = child_env(lake, warehouse, make_dagster_home(tmp_path / "child_home"))
+    lines: list[str] = []
+    with child_process(args, env, tmp_path / "child") as child:
+        start_together(child, barrier)
+        report = run_in_process(SECOND_RUN, lake, warehouse, echo=lines.append)
+        child.wait()
+    here = "\n".join(lines)
+    outcomes = {"child": child.process.returncode == 0, "test process": report.success}
+    assert sorted(outcomes.values()) == [False, True], (outcomes, here, child.describe())
+
+    manifest = ManifestStore(str(warehouse / MANIFEST))
+    claimers = {r.run_id for r in manifest.records() if r.item_id == f"base_events/{SECOND_RUN_HOURS[0]}"
+                and r.state.name == "PROCESSING"}
+    first_run_claimers = {r.run_id for r in ManifestStore(str(after_first_run / MANIFEST)).records()}
+    (winner,) = claimers - first_run_claimers
+    loser_output = child.stdout if report.success else here
+    refused = re.search(r"hourly_job failed \(run ([0-9a-f-]+)\): .*is locked by run (\S+)", loser_output)
+    assert refused and refused.group(2) == winner, loser_output
+    assert refused.group(1) not in {r.run_id for r in manifest.records()}  # the loser wrote nothing
+    if report.success:
+        assert winner in {run_id for _, run_id, _ in report.runs}
+    assert all(s.status is ItemStatus.READY for s in manifest.states().values())
+    assert_same_tables(snapshot(warehouse), second_run_tables)
+
+
+def test_two_runs_of_different_ranges_at_once_both_write_and_keep_each_others_rows(
+        lake, after_first_run, second_run_tables, slow_base_events, tmp_path):
+    from dagster import DagsterInstance
+
+    from incremental_assets.runs import RunReport, _execute, _range_tags
+
+    warehouse = copy_warehouse(after_first_run, tmp_path / "warehouse")
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    args = ["--slow", str(HOLD_SECONDS), "--barrier", str(barrier), "--hours", SECOND_RUN_HOURS[0], SECOND_RUN_HOURS[1]]
+    env = child_env(lake, warehouse, make_dagster_home(tmp_path / "child_home"))
+    lines: list[str] = []
+    report = RunReport()
+    with child_process(args, env, tmp_path / "child") as child, pytest.MonkeyPatch.context() as mp:
+        use_settings(mp, lake, warehouse)
+        start_together(child, barrier)
+        _execute("hourly_job", instance=DagsterInstance.ephemeral(), report=report, echo=lines.append,
+                 tags=_range_tags(SECOND_RUN_HOURS[2], SECOND_RUN_HOURS[-1]))
+        child.wait()
+    assert child.process.returncode == 0, child.describe()
+    assert report.success, lines
+
+    manifest = ManifestStore(str(warehouse / MANIFEST))
+    assert all(s.status is ItemStatus.READY for s in manifest.states().values())
+    tables = snapshot(warehouse)
+    # Tables replaced by load-hour range hold exactly the rows of one run over both ranges.
+    assert_same_tables(tables, second_run_tables, ["base_events", "rejected_events", "filtered_events_counts"])
+    # Merged and derived tables lost no row either (a session's fields may lag, see README).
+    for name, key in (("sessions_lifecycle_manifest", "domain_sessionid"), ("filtered_events", "event_id")):
+        assert set(tables[name][key]) == set(second_run_tables[name][key]), name

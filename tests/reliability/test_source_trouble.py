@@ -1,0 +1,147 @@
+"""Source trouble: a missing or unreadable source fails with one line that says what to do
+(in the CLI and in Dagster), an empty source is a clean no-op, and a source rewritten by its
+loader is read at its new version; files vacuumed under a running step fail it with a message
+that says so, and the rerun recovers."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+from deltalake import DeltaTable
+
+from incremental_assets.planning.processing_manifest import ItemStatus
+from resources.manifest import ManifestStore
+from tests.reliability.helpers import MANIFEST, SETTINGS, make_dagster_home, run_in_process
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+def at(hour: int) -> datetime:
+    return datetime(2026, 1, 5, hour, tzinfo=timezone.utc)
+
+
+def write_source(spark, path, hours, *, mode="error") -> set[str]:
+    """Two valid events per load hour; returns their event ids."""
+    from incremental_assets.sources.schema import conform_to_atomic
+    from incremental_assets.sources.writer import write_source_table
+
+    rows = [(f"e-{h}-{i}", f"u{i}", f"s-{h}-{i}", f"2026-01-05 {h:02d}:{10 * i:02d}:00",
+             f"2026-01-05 {h:02d}:{10 * i + 5:02d}:00") for h in hours for i in range(2)]
+    df = spark.createDataFrame(rows, "event_id string, domain_userid string, domain_sessionid string, "
+                                     "derived_tstamp string, load_tstamp string")
+    write_source_table(conform_to_atomic(df).coalesce(1), str(path), mode=mode)
+    return {r[0] for r in rows}
+
+
+def vacuum_everything_unused(path) -> None:
+    DeltaTable(str(path)).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+
+
+def base_event_ids(warehouse) -> set[str]:
+    return set(DeltaTable(f"{warehouse}/base_events").to_pyarrow_table(columns=["event_id"])
+               .column("event_id").to_pylist())
+
+
+def failure_lines(lines: list[str]) -> list[str]:
+    return [line for line in lines if " failed (run " in line]
+
+
+def test_a_missing_source_fails_the_cli_run_with_one_line_saying_what_to_do(tmp_path, monkeypatch, capsys):
+    from dagster import DagsterEventType, DagsterInstance
+
+    from incremental_assets import cli
+
+    home = make_dagster_home(tmp_path / "dagster_home")
+    for key, value in SETTINGS.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("INCREMENTAL_SOURCE_PATH", str(tmp_path / "no_lake_here"))
+    monkeypatch.setenv("INCREMENTAL_WAREHOUSE", str(tmp_path / "warehouse"))
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    assert cli.main(["run", "--until", "2026-01-05T02:00:00Z"]) == 1
+    out, err = capsys.readouterr()
+    (line,) = failure_lines(out.splitlines())
+    assert "SourceError: source table not found at" in line and "set INCREMENTAL_SOURCE_PATH" in line, out
+    assert "Traceback" not in out + err and "Stack Trace" not in out + err, err
+
+    with DagsterInstance.get() as instance:  # in Dagster (the UI), the step failure says the same
+        (run,) = instance.get_run_records()
+        (failure,) = [e for e in instance.all_logs(run.dagster_run.run_id, of_type=DagsterEventType.STEP_FAILURE)]
+        error = failure.dagster_event.event_specific_data.error
+        assert "set INCREMENTAL_SOURCE_PATH" in error.cause.message
+
+
+@pytest.mark.parametrize("kind", ["empty directory", "not parquet"])
+def test_a_source_that_is_not_a_table_fails_with_one_line(kind, tmp_path):
+    source = tmp_path / "lake"
+    source.mkdir()
+    if kind == "not parquet":
+        (source / "part-0.parquet").write_text("id,name\n1,not parquet at all\n")
+    lines: list[str] = []
+    report = run_in_process(at(2), str(source), tmp_path / "warehouse", echo=lines.append)
+    assert not report.success
+    (line,) = failure_lines(lines)
+    assert "SourceError: source at" in line and "is neither a Delta table nor readable Parquet" in line, lines
+
+
+def test_an_empty_source_is_a_clean_no_op(spark, tmp_path):
+    source = tmp_path / "lake"
+    write_source(spark, source, hours=[])
+    lines: list[str] = []
+    report = run_in_process(at(3), str(source), tmp_path / "warehouse", echo=lines.append)
+    assert report.success, lines
+    assert base_event_ids(tmp_path / "warehouse") == set()
+    states = ManifestStore(str(tmp_path / "warehouse" / MANIFEST)).states()
+    assert states and all(s.status is ItemStatus.READY for s in states.values())
+
+
+def test_a_source_rewritten_and_vacuumed_between_runs_is_read_at_its_new_version(spark, tmp_path):
+    source, warehouse = tmp_path / "lake", tmp_path / "warehouse"
+    write_source(spark, source, hours=[0, 1])
+    assert run_in_process(at(2), str(source), warehouse).success
+    # The loader rewrites the table (same rows, new files, one more hour) and vacuums the old files.
+    everything = write_source(spark, source, hours=[0, 1, 2, 3], mode="overwrite")
+    vacuum_everything_unused(source)
+    lines: list[str] = []
+    assert run_in_process(at(4), str(source), warehouse, echo=lines.append).success, lines
+    assert base_event_ids(warehouse) == everything
+
+
+def test_files_vacuumed_under_a_running_step_fail_it_saying_what_to_do_and_the_rerun_recovers(
+        spark, tmp_path, monkeypatch):
+    from dagster import DagsterEventType, DagsterInstance
+
+    import incremental_assets.assets.hourly as hourly
+
+    source, warehouse = tmp_path / "lake", tmp_path / "warehouse"
+    everything = write_source(spark, source, hours=[0, 1])
+    real_read_source = hourly.read_source
+    rewritten = []
+
+    def read_then_rewrite(*args, **kwargs):
+        df = real_read_source(*args, **kwargs)  # the file list is taken here; Spark reads later
+        if not rewritten:
+            rewritten.append(write_source(spark, source, hours=[0, 1], mode="overwrite"))
+            vacuum_everything_unused(source)
+        return df
+
+    monkeypatch.setattr(hourly, "read_source", read_then_rewrite)
+    instance = DagsterInstance.ephemeral()
+    lines: list[str] = []
+    report = run_in_process(at(2), str(source), warehouse, instance=instance, echo=lines.append)
+    assert not report.success
+    (line,) = failure_lines(lines)
+    assert "FilesRemovedError: file " in line and "was removed while this step read it" in line, line
+    assert "manifest resolve base_events/2026-01-05-00:00" in line
+    (failure,) = instance.all_logs(report.runs[0][1], of_type=DagsterEventType.STEP_FAILURE)
+    assert "vacuumed or rewritten during the run" in failure.dagster_event.event_specific_data.error.cause.message
+    manifest = ManifestStore(str(warehouse / MANIFEST))
+    failed = {i: s for i, s in manifest.states().items() if s.status is ItemStatus.FAIL_LOCKED}
+    assert sorted(failed) == ["base_events/2026-01-05-00:00", "base_events/2026-01-05-01:00"]
+    assert all("was removed while this step read it" in s.last.payload["reason"] for s in failed.values())
+
+    monkeypatch.setattr(hourly, "read_source", real_read_source)
+    report = run_in_process(at(2), str(source), warehouse, echo=lines.append,
+                            INCREMENTAL_AUTO_RESOLVE_FAILURES="true")
+    assert report.success, lines
+    assert base_event_ids(warehouse) == everything
