@@ -287,9 +287,9 @@ def backfill(start: date, end: date, *, instance, echo: Callable[[str], None] = 
                     tags={**tags, **_range_tags(first, last)}):
         return report
     touched = _days_loaded_between(settings, first_hour, end_hour)
-    days = {d for d in touched if d >= settings.start_date.date()}
-    days |= {start + timedelta(days=i) for i in range((end - start).days + 1)
-             if start + timedelta(days=i) >= settings.start_date.date()}
+    requested = {start + timedelta(days=i) for i in range((end - start).days + 1)}
+    # Daily partitions exist from start_date through today: nothing outside them is rebuilt.
+    days = {d for d in touched | requested if settings.start_date.date() <= d <= now.date()}
     run_days_and_attributes(sorted(days), instance=instance, report=report, tags=tags, echo=echo)
     return report
 

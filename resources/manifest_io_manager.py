@@ -30,7 +30,7 @@ from dagster import (
 )
 
 from incremental_assets.planning.processing_manifest import Record, State
-from resources.manifest import item_id, lock_age
+from resources.manifest import item_id, lock_age, split_item_id
 from resources.warehouse import WarehouseResource
 
 
@@ -119,7 +119,7 @@ def claimed(context, warehouse: WarehouseResource) -> Iterator[list[str]]:
     manifest.claim(items, application=name, run_id=context.run_id,
                    run_finished=run_finished_check(context.instance, warehouse.settings.max_lock_age_hours),
                    auto_resolve_failures=warehouse.settings.auto_resolve_failures,
-                   payload={"partition_keys": _key_range(context), **_claiming_process()})
+                   payload={"partition_keys": _key_range(items), **_claiming_process()})
     try:
         yield items
     except BaseException as exc:
@@ -128,11 +128,9 @@ def claimed(context, warehouse: WarehouseResource) -> Iterator[list[str]]:
         raise
 
 
-def _key_range(context) -> str:
-    keys = context.partition_keys if getattr(context, "has_partition_key_range", False) or \
-        getattr(context, "has_partition_key", False) else []
-    if not keys:
-        return "all"
+def _key_range(items: list[str]) -> str:
+    """The claimed partition keys in words: one key, or first...last."""
+    keys = [split_item_id(item)[1] for item in items]
     return keys[0] if len(keys) == 1 else f"{keys[0]}...{keys[-1]}"
 
 
