@@ -11,12 +11,14 @@ DEMO_START  ?= 2026-01-05
 DEMO_DAYS   ?= 7
 DEMO_EVENTS ?= 200000
 
-.PHONY: help setup check-prereqs demo test ui validate clean
+.PHONY: help setup check-prereqs demo test ui validate bench bench-small clean
 
 help:
 	@echo "make demo    set up, generate a sample event lake, run the pipeline on it"
 	@echo "make test    set up and run the test suite"
 	@echo "make ui      open the Dagster UI (dagster dev) on 127.0.0.1:3000"
+	@echo "make bench   benchmark: 10M events over 30 days, writes bench/RESULTS.md (about an hour)"
+	@echo "make bench-small  the same on 300k events over 10 days (a few minutes)"
 
 check-prereqs:
 	@command -v $(PYTHON) >/dev/null 2>&1 && $(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' \
@@ -37,6 +39,18 @@ demo: setup
 
 test: setup
 	$(BIN)/python -m pytest
+
+# DuckDB is installed for the benchmark only (the single-machine baseline it compares with).
+BENCH_STAMP := $(VENV)/.bench-installed
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/pip install -q -e '.[test,bench]'
+	@touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
+	$(BIN)/python -m bench $(BENCH_ARGS)
+
+bench-small: $(BENCH_STAMP)
+	$(BIN)/python -m bench --small $(BENCH_ARGS)
 
 validate: setup
 	$(BIN)/dagster definitions validate

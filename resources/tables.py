@@ -65,6 +65,40 @@ _RANGE_TYPES = ("timestamp", "date")
 
 
 @dataclass(frozen=True)
+class Scan:
+    """One table read as planned from the Delta log: which files Spark was given to read."""
+
+    table: str
+    files: int
+    bytes: int  # sum of the files' sizes; Spark reads less when it prunes columns and row groups
+    at: float  # time.time() when the read was planned
+
+
+_scan_recorders: list[list[Scan]] = []
+
+
+class recording_scans:
+    """`with recording_scans() as scans:` collects a Scan for every delta-rs-engine read in
+    this process (the benchmark attributes bytes read to assets with it). Off otherwise."""
+
+    def __enter__(self) -> list[Scan]:
+        self.scans: list[Scan] = []
+        _scan_recorders.append(self.scans)
+        return self.scans
+
+    def __exit__(self, *exc) -> None:
+        _scan_recorders.remove(self.scans)
+
+
+def _record_scan(path: str, actions: pa.Table) -> None:
+    if _scan_recorders:
+        size = pc.sum(actions["size_bytes"]).as_py() or 0  # null when no file is left
+        scan = Scan(path.rstrip("/").rsplit("/", 1)[-1], actions.num_rows, int(size), time.time())
+        for scans in _scan_recorders:
+            scans.append(scan)
+
+
+@dataclass(frozen=True)
 class WriteResult:
     rows_written: int
     version: int | None
@@ -460,6 +494,14 @@ def _arrow_for_delta(df) -> pa.Table:
     return data.cast(pa.schema(fields))
 
 
+def _stats_configuration(data: pa.Table) -> dict[str, str] | None:
+    """Keep min/max statistics of every time column, wherever it sits: Delta's default covers
+    only the first 32 columns, and range reads skip files by these statistics."""
+    columns = [f.name for f in data.schema
+               if pa.types.is_timestamp(f.type) or pa.types.is_date(f.type) or pa.types.is_integer(f.type)]
+    return {"delta.dataSkippingStatsColumns": ",".join(columns)} if columns else None
+
+
 def _add_actions(table: DeltaTable) -> pa.Table:
     return pa.table(table.get_add_actions(flatten=True))
 
@@ -573,6 +615,7 @@ class DeltaRsTableStore(TableStore):
         if pruning is not None:
             column, column_type, lo, hi = pruning
             actions = _prune_files(actions, column, column_type, column in partition_columns, lo, hi)
+        _record_scan(table_path, actions)
         if actions.num_rows == 0:
             return self.spark.createDataFrame([], schema)
 
@@ -612,7 +655,7 @@ class DeltaRsTableStore(TableStore):
         """Create the table with `data` as version 0; a concurrent creator makes us retry."""
         try:
             self._write_arrow(path, data, mode="error", partition_by=partition_by or None,
-                              commit_properties=commit_properties)
+                              commit_properties=commit_properties, configuration=_stats_configuration(data))
         except DeltaError as error:
             if DeltaTable.is_deltatable(path):
                 raise _TableCreatedConcurrently(path) from error

@@ -1,0 +1,415 @@
+"""`make bench`: what a full rebuild, an incremental hour and a sensor tick cost, and DuckDB's time.
+
+    python -m bench [--events 10000000] [--days 30] [--repeats 3] [--small] [--out bench/RESULTS.md]
+
+Steps (each figure is the median of --repeats runs, with min and max):
+1. generate a pool of events over days + 1 with the sample generator; the source holds the
+   loads of the first `days` days, the last day is what later "arrives";
+2. full backfill of all assets into an empty warehouse: warm (this process, Spark already
+   up) and cold (a new `incremental-assets backfill` process each time); events per second;
+3. for histories of 3, 10 and `days` days: backfill that history, then append one load
+   hour at a time to the source and time the incremental run (`run --until`) that
+   processes it, with the Delta files and bytes each asset's reads were planned over and
+   the bytes Spark's stages read;
+4. a sensor tick at `days` days of history (one that finds a new hour, one that finds none);
+5. daily_aggregates and attributes computed by DuckDB from the same source files: time,
+   our warm rebuild divided by it, and whether both give the same rows.
+Writes RESULTS.md and results.json. Work files go to --work (bench/out/ by default).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+
+BENCH_DIR = Path(__file__).resolve().parent
+START = date(2026, 1, 5)
+SEED = 42
+
+
+@dataclass
+class Figure:
+    """Repeated measurements of one thing, reported as median [min .. max]."""
+
+    values: list[float] = field(default_factory=list)
+
+    def add(self, value: float) -> None:
+        self.values.append(value)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.values)
+
+    def as_dict(self) -> dict:
+        return {"median": self.median, "min": min(self.values), "max": max(self.values), "runs": self.values}
+
+
+def _print(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def _set_env(**values: str) -> None:
+    os.environ.update({f"INCREMENTAL_{k.upper()}": str(v) for k, v in values.items()})
+
+
+def _instance(home: Path):
+    from dagster import DagsterInstance
+
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    return DagsterInstance.local_temp(str(home), overrides={"telemetry": {"enabled": False}})
+
+
+def _at(day: date, hours: int = 0) -> datetime:
+    return datetime.combine(day, datetime.min.time(), tzinfo=timezone.utc) + timedelta(hours=hours)
+
+
+# -- sources -------------------------------------------------------------------------------
+
+def make_pool(spark, work: Path, *, events: int, days: int) -> Path:
+    """Generated events over days + 1 (the extra day is what arrives after each history)."""
+    from incremental_assets.sources.generator import generate_events
+
+    pool = work / "pool"
+    marker = work / "pool.json"
+    wanted = {"events": events, "days": days, "start": START.isoformat(), "seed": SEED}
+    if pool.exists() and marker.exists() and json.loads(marker.read_text()) == wanted:
+        _print(f"reusing the generated pool at {pool}")
+        return pool
+    # Same events per day as `events` over `days`, plus one more day.
+    summary = generate_events(spark, events=round(events * (days + 1) / days), days=days + 1, start=START,
+                              out=str(pool), seed=SEED, mode="overwrite", progress=_print)
+    marker.write_text(json.dumps(wanted))
+    (work / "generation.json").write_text(json.dumps(summary, default=str))
+    return pool
+
+
+def pool_rows(tables, pool: Path, start: datetime, end: datetime):
+    from incremental_assets.sources.reader import read_source
+
+    return read_source(tables, str(pool), start, end)
+
+
+def make_source(tables, pool: Path, target: Path, history_days: int) -> int:
+    """The source as it stood after `history_days` days of loads: every row loaded before then."""
+    from incremental_assets.sources.writer import write_source_table
+
+    written = write_source_table(pool_rows(tables, pool, _at(START), _at(START + timedelta(days=history_days))),
+                                 str(target), mode="overwrite")
+    return written["rows"]
+
+
+def append_hour(tables, pool: Path, source: Path, hour_start: datetime) -> int:
+    """One more load hour arrives: the pool's rows loaded in it, appended in one commit."""
+    from incremental_assets.sources.writer import write_source_table
+
+    return write_source_table(pool_rows(tables, pool, hour_start, hour_start + timedelta(hours=1)),
+                              str(source), mode="append")["rows"]
+
+
+# -- what a run read, per step ------------------------------------------------------------------
+
+def step_windows(instance, run_ids: list[str]) -> list[tuple[str, float, float]]:
+    """(step key, start, end) of every step of the runs, from the Dagster event log."""
+    windows = []
+    for run_id in run_ids:
+        starts: dict[str, float] = {}
+        for entry in instance.all_logs(run_id):
+            event = entry.dagster_event
+            if event is None or not event.step_key:
+                continue
+            if event.event_type_value == "STEP_START":
+                starts[event.step_key] = entry.timestamp
+            elif event.event_type_value in ("STEP_SUCCESS", "STEP_FAILURE") and event.step_key in starts:
+                windows.append((event.step_key, starts[event.step_key], entry.timestamp))
+    return windows
+
+
+def _step_of(windows, at: float) -> str:
+    for key, start, end in windows:
+        if start <= at <= end:
+            return key
+    return "(outside steps)"
+
+
+def spark_stages(spark) -> list[dict]:
+    """Completed stages from Spark's REST API (local UI): input bytes and submission time."""
+    import urllib.request
+
+    url = spark.sparkContext.uiWebUrl
+    if not url:
+        return []
+    app = spark.sparkContext.applicationId
+    with urllib.request.urlopen(f"{url}/api/v1/applications/{app}/stages?status=complete", timeout=10) as r:
+        stages = json.load(r)
+    result = []
+    for stage in stages:
+        submitted = stage.get("submissionTime")
+        if not submitted:
+            continue
+        at = datetime.strptime(submitted.replace("GMT", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
+        result.append({"stage": stage["stageId"], "at": at, "input_bytes": stage.get("inputBytes", 0)})
+    return result
+
+
+def per_step(windows, scans, stages, since: float) -> dict[str, dict]:
+    """Seconds, Delta files/bytes planned, and Spark input bytes, per step."""
+    steps: dict[str, dict] = {}
+
+    def entry(key: str) -> dict:
+        return steps.setdefault(key, {"seconds": 0.0, "files": 0, "file_bytes": 0, "spark_input_bytes": 0})
+
+    for key, start, end in windows:
+        entry(key)["seconds"] += end - start
+    for scan in scans:
+        item = entry(_step_of(windows, scan.at))
+        item["files"] += scan.files
+        item["file_bytes"] += scan.bytes
+    for stage in stages:
+        if stage["at"] >= since:
+            entry(_step_of(windows, stage["at"]))["spark_input_bytes"] += stage["input_bytes"]
+    return steps
+
+
+# -- phases ----------------------------------------------------------------------------------
+
+def full_backfill_warm(spark, work: Path, source: Path, days: int, run: int) -> tuple[float, dict, Path, object]:
+    from incremental_assets.runs import backfill
+    from resources.tables import recording_scans
+
+    warehouse = work / f"full_warm_{run}"
+    shutil.rmtree(warehouse, ignore_errors=True)
+    _set_env(warehouse=warehouse, source_path=source)
+    instance = _instance(work / f"full_warm_{run}_dagster")
+    since = time.time()
+    with recording_scans() as scans:
+        started = time.perf_counter()
+        report = backfill(START, START + timedelta(days=days - 1), instance=instance, echo=lambda _: None)
+        seconds = time.perf_counter() - started
+    if not report.success:
+        raise SystemExit(f"full backfill failed: {report.runs}")
+    windows = step_windows(instance, [run_id for _, run_id, _ in report.runs])
+    return seconds, per_step(windows, scans, spark_stages(spark), since), warehouse, instance
+
+
+def full_backfill_cold(work: Path, source: Path, days: int, run: int) -> float:
+    warehouse = work / f"full_cold_{run}"
+    shutil.rmtree(warehouse, ignore_errors=True)
+    home = work / f"full_cold_{run}_dagster"
+    shutil.rmtree(home, ignore_errors=True)
+    home.mkdir(parents=True)
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    env = {**os.environ, "INCREMENTAL_WAREHOUSE": str(warehouse), "INCREMENTAL_SOURCE_PATH": str(source),
+           "DAGSTER_HOME": str(home)}
+    command = [sys.executable, "-m", "incremental_assets.cli", "backfill", "--start", START.isoformat(),
+               "--end", (START + timedelta(days=days - 1)).isoformat()]
+    started = time.perf_counter()
+    subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL)
+    seconds = time.perf_counter() - started
+    shutil.rmtree(warehouse, ignore_errors=True)
+    return seconds
+
+
+def incremental_hours(spark, tables, pool: Path, source: Path, warehouse: Path, instance, history_days: int,
+                      repeats: int) -> dict:
+    """Append one load hour at a time after `history_days` days and time the run processing it."""
+    from incremental_assets.runs import run_until
+    from resources.tables import recording_scans
+
+    _set_env(warehouse=warehouse, source_path=source)
+    cut = _at(START + timedelta(days=history_days))
+    seconds, rows, steps_by_run = Figure(), [], []
+    for k in range(repeats):
+        rows.append(append_hour(tables, pool, source, cut + timedelta(hours=k)))
+        since = time.time()
+        with recording_scans() as scans:
+            started = time.perf_counter()
+            report = run_until(cut + timedelta(hours=k + 1), instance=instance, echo=lambda _: None)
+            seconds.add(time.perf_counter() - started)
+        if not report.success or report.hours is None:
+            raise SystemExit(f"incremental run after {history_days} days failed or did nothing: {report}")
+        windows = step_windows(instance, [run_id for _, run_id, _ in report.runs])
+        steps_by_run.append(per_step(windows, scans, spark_stages(spark), since))
+        _print(f"  history {history_days} d, hour {k + 1}: {seconds.values[-1]:.1f} s, "
+               f"{rows[-1]:,} new rows, runs: {', '.join(job for job, _, _ in report.runs)}")
+    return {"seconds": seconds, "rows": rows, "steps": steps_by_run}
+
+
+def sensor_ticks(pool: Path, tables, source: Path, instance, after: datetime, repeats: int) -> dict:
+    from dagster import build_sensor_context
+
+    from incremental_assets import sensors
+    from incremental_assets.definitions import defs
+
+    def tick(now: datetime) -> tuple[float, str]:
+        sensors.utc_now = lambda: now
+        context = build_sensor_context(instance=instance, cursor=None, definitions=defs)
+        started = time.perf_counter()
+        result = sensors.hourly_load_sensor.evaluate_tick(context)
+        seconds = time.perf_counter() - started
+        outcome = "run requested" if result.run_requests else f"skipped: {result.skip_message}"
+        return seconds, outcome
+
+    original = sensors.utc_now
+    try:
+        idle, busy = Figure(), Figure()
+        for _ in range(repeats):
+            seconds, idle_outcome = tick(after + timedelta(minutes=5))
+            idle.add(seconds)
+        append_hour(tables, pool, source, after)
+        for _ in range(repeats):
+            seconds, busy_outcome = tick(after + timedelta(hours=1, minutes=5))
+            busy.add(seconds)
+    finally:
+        sensors.utc_now = original
+    return {"idle": idle, "idle_outcome": idle_outcome, "new_hour": busy, "new_hour_outcome": busy_outcome}
+
+
+def duckdb_comparison(source: Path, warehouse: Path, repeats: int) -> dict:
+    from deltalake import DeltaTable
+
+    from bench.duckdb_reference import compare, duckdb_tables
+    from incremental_assets.settings import Settings
+
+    _set_env(warehouse=warehouse, source_path=source)
+    settings = Settings.load()
+    as_of = settings.as_of_date(datetime.now(timezone.utc))
+    seconds = Figure()
+    for _ in range(repeats):
+        started = time.perf_counter()
+        daily, attributes = duckdb_tables(str(source), settings, as_of)
+        seconds.add(time.perf_counter() - started)
+    ours_daily = DeltaTable(str(warehouse / "daily_aggregates")).to_pyarrow_table()
+    ours_attributes = DeltaTable(str(warehouse / "attributes")).to_pyarrow_table()
+    differences = {
+        "daily_aggregates": compare(ours_daily, daily, ["event_date", "domain_userid"]),
+        "attributes": compare(ours_attributes, attributes, ["domain_userid"]),
+    }
+    return {"seconds": seconds, "rows": {"daily_aggregates": daily.num_rows, "attributes": attributes.num_rows},
+            "differences": differences}
+
+
+# -- main -----------------------------------------------------------------------------------
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=10_000_000)
+    parser.add_argument("--days", type=int, default=30)
+    parser.add_argument("--histories", default="3,10,30", help="days of history before the new hour")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--small", action="store_true",
+                        help="a quick look: 300k events over 10 days, histories 3 and 10")
+    parser.add_argument("--skip-cold", action="store_true", help="leave out the cold (new process) rebuilds")
+    parser.add_argument("--work", default=str(BENCH_DIR / "out"))
+    parser.add_argument("--out", default=None, help="report path (default: bench/RESULTS.md, "
+                                                    "bench/out/RESULTS-small.md with --small)")
+    args = parser.parse_args(argv)
+    if args.small:
+        args.events, args.days, args.histories = 300_000, 10, "3,10"
+    args.histories = sorted({int(d) for d in args.histories.split(",") if int(d) <= args.days} | {args.days})
+    if args.repeats < 3:
+        parser.error("--repeats must be at least 3 (every figure is a median of at least 3 runs)")
+    args.out = Path(args.out or (Path(args.work) / "RESULTS-small.md" if args.small else BENCH_DIR / "RESULTS.md"))
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    began = time.perf_counter()
+    work = Path(args.work).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    # Partitions start at start_date when the code location is imported: set it first.
+    _set_env(start_date=START.isoformat())
+    os.environ.setdefault("INCREMENTAL_LOG_LEVEL", "CRITICAL")
+    os.environ["DAGSTER_HOME"] = str(work / "dagster_home")
+
+    from resources.spark import get_spark
+    from resources.tables import table_store
+
+    spark = get_spark()
+    tables = table_store(spark, str(work), "delta-rs")
+    results: dict = {"args": {k: str(v) for k, v in vars(args).items()}}
+
+    def report(results: dict) -> None:
+        """Write what is measured so far: a long run that is stopped still leaves its figures."""
+        from bench.report import write_report
+
+        results["seconds_total"] = time.perf_counter() - began
+        write_report(results, args, args.out, work / "results.json")
+
+    pool = make_pool(spark, work, events=args.events, days=args.days)
+    sources, source_rows = {}, {}
+    for days in args.histories:
+        sources[days] = work / f"source_{days}d"
+        source_rows[days] = make_source(tables, pool, sources[days], days)
+        _print(f"source with {days} days of loads: {source_rows[days]:,} rows")
+    full_source = sources[args.days]
+    source_rows = results["source_rows"] = source_rows[args.days]
+
+    _print(f"full backfill, warm, {args.repeats} runs")
+    warm, warm_steps = Figure(), []
+    for run in range(args.repeats):
+        seconds, steps, warehouse, instance = full_backfill_warm(spark, work, full_source, args.days, run)
+        warm.add(seconds)
+        warm_steps.append(steps)
+        if 0 < run < args.repeats - 1:  # keep the first (DuckDB's reference) and the last (history)
+            shutil.rmtree(warehouse, ignore_errors=True)
+        _print(f"  warm run {run + 1}: {seconds:.1f} s ({source_rows / seconds:,.0f} events/s)")
+    reference_warehouse = work / "full_warm_0"
+    results["full_warm"], results["full_warm_steps"] = warm, warm_steps
+    report(results)
+    # New hours go to a copy: the rebuilds' source stays as it was, for DuckDB to read.
+    growing = work / f"source_{args.days}d_growing"
+    shutil.rmtree(growing, ignore_errors=True)
+    shutil.copytree(full_source, growing)
+    sources[args.days] = growing
+    results["incremental"] = {}
+    for days in args.histories:
+        if days == args.days:
+            history_warehouse, history_instance = warehouse, instance  # the last warm rebuild
+        else:
+            history_warehouse = work / f"history_{days}d"
+            shutil.rmtree(history_warehouse, ignore_errors=True)
+            _set_env(warehouse=history_warehouse, source_path=sources[days])
+            history_instance = _instance(work / f"history_{days}d_dagster")
+            from incremental_assets.runs import backfill
+
+            _print(f"history of {days} days: backfill")
+            backfill(START, START + timedelta(days=days - 1), instance=history_instance, echo=lambda _: None)
+        _print(f"history of {days} days: incremental hours")
+        results["incremental"][days] = incremental_hours(spark, tables, pool, sources[days], history_warehouse,
+                                                         history_instance, days, args.repeats)
+
+    report(results)
+    _print("sensor ticks")
+    after = _at(START + timedelta(days=args.days), args.repeats)
+    results["sensor"] = sensor_ticks(pool, tables, growing, instance, after, args.repeats)
+
+    _print("DuckDB")
+    results["duckdb"] = duckdb_comparison(full_source, reference_warehouse, args.repeats)
+    report(results)
+    if not args.skip_cold:
+        _print(f"full backfill, cold (new process), {args.repeats} runs")
+        cold = Figure()
+        for run in range(args.repeats):
+            cold.add(full_backfill_cold(work, full_source, args.days, run))
+            _print(f"  cold run {run + 1}: {cold.values[-1]:.1f} s")
+        results["full_cold"] = cold
+    results["complete"] = True
+    report(results)
+
+    _print(f"done in {results['seconds_total'] / 60:.1f} min: {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

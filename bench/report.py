@@ -1,0 +1,154 @@
+"""bench/RESULTS.md from the measurements: machine, versions, settings, figures, targets."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+from datetime import datetime, timezone
+from importlib.metadata import version
+from pathlib import Path
+
+
+def _span(figure, unit: str = "s", digits: int = 1) -> str:
+    return (f"{figure.median:.{digits}f} {unit} [{min(figure.values):.{digits}f} .. "
+            f"{max(figure.values):.{digits}f}]")
+
+
+def _mb(n: float) -> str:
+    return f"{n / 1e6:,.1f} MB"
+
+
+def _machine() -> list[str]:
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor() or "unknown")
+    mem_kb = next((int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
+                   if line.startswith("MemTotal")), 0)
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()
+    return [f"- cores: {os.cpu_count()} ({cpu}); memory: {mem_kb / 2**20:.0f} GiB; {platform.platform()}",
+            f"- Python {platform.python_version()}; {java[0] if java else 'java: unknown'}",
+            "- " + ", ".join(f"{p} {version(p)}" for p in
+                             ("pyspark", "dagster", "deltalake", "pyarrow", "duckdb"))]
+
+
+def _steps_table(runs: list[dict]) -> list[str]:
+    """Per step: median over the runs of seconds, files, bytes planned, Spark input bytes."""
+    keys = sorted({k for steps in runs for k in steps})
+    lines = ["| step | seconds | Delta files | bytes in those files | Spark input bytes |",
+             "|---|---:|---:|---:|---:|"]
+    totals = {"files": [], "file_bytes": [], "spark_input_bytes": []}
+    for key in keys:
+        values = {m: statistics.median(steps.get(key, {}).get(m, 0) for steps in runs)
+                  for m in ("seconds", "files", "file_bytes", "spark_input_bytes")}
+        lines.append(f"| {key} | {values['seconds']:.2f} | {values['files']:.0f} | {_mb(values['file_bytes'])} "
+                     f"| {_mb(values['spark_input_bytes'])} |")
+    for metric in totals:
+        totals[metric] = [sum(s.get(metric, 0) for s in steps.values()) for steps in runs]
+    lines.append(f"| **all** | | {statistics.median(totals['files']):.0f} | "
+                 f"{_mb(statistics.median(totals['file_bytes']))} | "
+                 f"{_mb(statistics.median(totals['spark_input_bytes']))} |")
+    return lines
+
+
+def total_bytes(incremental: dict, metric: str = "file_bytes") -> float:
+    return statistics.median(sum(s.get(metric, 0) for s in steps.values()) for steps in incremental["steps"])
+
+
+def targets(results: dict, days: int) -> list[tuple[str, str, bool]]:
+    """(target, figure, met) for each target whose figures are measured."""
+    rows = []
+    incremental = results.get("incremental", {})
+    smallest = min(incremental, default=None)
+    if smallest is not None and smallest != days and days in incremental:
+        time_ratio = incremental[days]["seconds"].median / incremental[smallest]["seconds"].median
+        rows.append((f"incremental hour at {days} d vs {smallest} d of history: time within 1.2x",
+                     f"{time_ratio:.2f}x", time_ratio <= 1.2))
+        for metric, what in (("spark_input_bytes", "bytes Spark read"), ("file_bytes", "Delta file bytes planned")):
+            ratio = total_bytes(incremental[days], metric) / max(1, total_bytes(incremental[smallest], metric))
+            rows.append((f"incremental hour at {days} d vs {smallest} d of history: {what} within 1.2x",
+                         f"{ratio:.2f}x", ratio <= 1.2))
+    if days in incremental:
+        share = incremental[days]["seconds"].median / results["full_warm"].median
+        rows.append((f"warm incremental hour under 10% of the warm full rebuild ({days} d)",
+                     f"{share:.1%}", share < 0.10))
+    if "duckdb" in results:
+        ratio = results["full_warm"].median / results["duckdb"]["seconds"].median
+        rows.append(("warm full rebuild within 3x of DuckDB", f"{ratio:.1f}x", ratio <= 3))
+    if "sensor" in results:
+        tick = results["sensor"]["new_hour"].median
+        rows.append((f"sensor tick under 1 s at {days} d of history", f"{tick:.2f} s", tick < 1))
+    return rows
+
+
+def write_report(results: dict, args, out: Path, json_path: Path) -> None:
+    from incremental_assets.settings import Settings
+    from resources.spark import spark_config_from_env
+
+    days = args.days
+    events = results["source_rows"]
+    spark_conf = spark_config_from_env()
+    settings = Settings.load()
+    lines = [
+        "# Benchmark results",
+        "",
+        f"Written by `python -m bench` ({' '.join(f'--{k}' if v == 'True' else f'--{k} {v}' for k, v in results['args'].items() if k in ('events', 'days', 'repeats', 'small') and v != 'False')}) "
+        f"on {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; the whole benchmark took "
+        f"{results['seconds_total'] / 60:.0f} min{'' if results.get('complete') else ' (so far: not finished)'}. "
+        f"Every figure: median [min .. max] of {args.repeats} runs.",
+        "",
+        "## Machine, versions, settings",
+        *_machine(),
+        f"- Spark: master {spark_conf.get('spark.master')}, driver memory {spark_conf.get('spark.driver.memory')}, "
+        f"shuffle partitions {spark_conf.get('spark.sql.shuffle.partitions')}, AQE "
+        f"{spark_conf.get('spark.sql.adaptive.enabled')}; table engine {settings.table_engine}",
+        f"- pipeline settings: days_late_allowed {settings.days_late_allowed}, max_session_days "
+        f"{settings.max_session_days}, session_lookback_days {settings.session_lookback_days}, reprocess_days "
+        f"{settings.reprocess_days}, min_rows_to_process {settings.min_rows_to_process}, lookback_window_hours "
+        f"{settings.lookback_window_hours}, run_type {settings.run_type}",
+        f"- source: {events:,} rows loaded over {days} days (sample generator, seed 42), "
+        f"then one load hour at a time appended",
+        "",
+        "## Targets",
+        "| target | figure | met |",
+        "|---|---|---|",
+        *[f"| {name} | {figure} | {'yes' if met else '**no**'} |" for name, figure, met in targets(results, days)],
+        "",
+        "## Full rebuild (backfill of every asset into an empty warehouse)",
+        f"- warm (Spark session up, in-process runs): {_span(results['full_warm'])}, "
+        f"{events / results['full_warm'].median:,.0f} events/s",
+    ]
+    warm_steps = ["", "Warm rebuild by step (Dagster's step times; the rest is planning and run start-up):", "",
+                  *_steps_table(results["full_warm_steps"])]
+    if "full_cold" in results:
+        lines.append(f"- cold (a new `incremental-assets backfill` process): {_span(results['full_cold'])}, "
+                     f"{events / results['full_cold'].median:,.0f} events/s")
+    lines += warm_steps
+    lines += ["", "## Incremental run for one new load hour",
+              "`run --until` at the end of the new hour: the hourly run, the late-day plan, daily_aggregates "
+              "for the days it picks, attributes. Bytes: the sizes of the Delta files each read was planned "
+              "over after partition and statistics pruning (Spark reads fewer: only the needed columns); "
+              "Spark input bytes: the `inputBytes` of Spark's stages in the step.", ""]
+    for history, incremental in sorted(results.get("incremental", {}).items()):
+        lines += [f"### {history} days of history",
+                  f"- run: {_span(incremental['seconds'])}; new rows per hour: "
+                  f"{', '.join(f'{r:,}' for r in incremental['rows'])}", "",
+                  *_steps_table(incremental["steps"]), ""]
+    sensor = results.get("sensor")
+    lines += [] if sensor is None else ["## Sensor tick (hourly_load_sensor, at the end of the history)",
+              f"- a new closed hour in the source: {_span(sensor['new_hour'], digits=2)} ({sensor['new_hour_outcome']})",
+              f"- nothing new: {_span(sensor['idle'], digits=2)} ({sensor['idle_outcome']})", ""]
+    duck = results.get("duckdb", {"differences": {}})
+    same = not any(duck["differences"].values())
+    lines += [] if "seconds" not in duck else ["## DuckDB, same daily_aggregates and attributes from the same source files",
+              f"- DuckDB {version('duckdb')}: {_span(duck['seconds'])}; our warm full rebuild / DuckDB = "
+              f"{results['full_warm'].median / duck['seconds'].median:.1f}x",
+              f"- rows: daily_aggregates {duck['rows']['daily_aggregates']:,}, attributes "
+              f"{duck['rows']['attributes']:,}; same rows as ours: {'yes' if same else '**no**'}"]
+    for table, differences in duck["differences"].items():
+        lines += [f"  - {table}: {d}" for d in differences[:10]]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n".join(lines) + "\n")
+    json_path.write_text(json.dumps(results, default=lambda o: o.as_dict() if hasattr(o, "as_dict") else str(o),
+                                    indent=1))
