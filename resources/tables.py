@@ -478,23 +478,64 @@ def _without_view_types(data: pa.Table) -> pa.Table:
     return data.cast(pa.schema(fields))
 
 
-def _arrow_for_delta(df) -> pa.Table:
-    """Collect a Spark DataFrame to Arrow in the shape delta-rs writes (one Spark job).
+def _delta_field(field: pa.Field) -> pa.Field:
+    """The field as delta-rs stores it: nullable (a NOT NULL column would block later
+    evolution), timestamps as timestamp[us, UTC] (the Delta `timestamp` type)."""
+    kind = field.type
+    if pa.types.is_timestamp(kind) and kind.tz is not None:
+        kind = pa.timestamp("us", tz="UTC")
+    return pa.field(field.name, kind, nullable=True, metadata=field.metadata)
 
-    Columns become nullable (a NOT NULL column would block later evolution) and tz-aware
-    timestamps become timestamp[us, UTC], the type delta-rs stores for Delta `timestamp`.
+
+class StagedRows:
+    """A DataFrame's rows for one write, computed once.
+
+    Local warehouses: Spark writes them as Parquet files under `<root>/_staging/<id>` and
+    delta-rs reads them back as a stream of Arrow batches, so memory stays bounded however
+    large the write (collecting the result to the driver ran a 10M-event backfill out of
+    heap). Remote warehouses: collected to Arrow in memory. `close()` removes the files.
     """
-    data = df.toArrow()
-    fields = []
-    for field in data.schema:
-        kind = field.type
-        if pa.types.is_timestamp(kind) and kind.tz is not None:
-            kind = pa.timestamp("us", tz="UTC")
-        fields.append(pa.field(field.name, kind, nullable=True, metadata=field.metadata))
-    return data.cast(pa.schema(fields))
+
+    def __init__(self, df, staging_root: str | None):
+        self._path = None
+        if staging_root is None:
+            self._table: pa.Table | None = df.toArrow()
+            self._dataset = None
+            source_schema = self._table.schema
+        else:
+            self._path = f"{staging_root}/_staging/{uuid.uuid4().hex}"
+            df.write.mode("error").parquet(self._path)
+            import pyarrow.dataset as ds
+
+            self._dataset = ds.dataset(self._path, format="parquet")
+            self._table = None
+            source_schema = self._dataset.schema if self._dataset.files else df.limit(0).toArrow().schema
+        self.schema = pa.schema([_delta_field(f) for f in source_schema])
+        self.column_names = self.schema.names
+        self.num_rows = self._table.num_rows if self._table is not None else self._dataset.count_rows()
+
+    def reader(self) -> pa.RecordBatchReader:
+        """A fresh stream of all rows in `schema` (each commit attempt reads its own)."""
+        if self._table is not None:
+            return self._table.cast(self.schema).to_reader()
+        batches = (batch.cast(self.schema) for batch in self._dataset.to_batches())
+        return pa.RecordBatchReader.from_batches(self.schema, batches)
+
+    def columns(self, names: Sequence[str]) -> pa.Table:
+        """Only these columns, in memory (for checks on keys and range columns)."""
+        subset = pa.schema([self.schema.field(n) for n in names])
+        table = self._table.select(list(names)) if self._table is not None else \
+            self._dataset.to_table(columns=list(names))
+        return table.cast(subset)
+
+    def close(self) -> None:
+        if self._path is not None:
+            import shutil
+
+            shutil.rmtree(self._path, ignore_errors=True)
 
 
-def _stats_configuration(data: pa.Table) -> dict[str, str] | None:
+def _stats_configuration(data: StagedRows) -> dict[str, str] | None:
     """Keep min/max statistics of every time column, wherever it sits: Delta's default covers
     only the first 32 columns, and range reads skip files by these statistics."""
     columns = [f.name for f in data.schema
@@ -645,12 +686,14 @@ class DeltaRsTableStore(TableStore):
 
     # -- writes --------------------------------------------------------------------------
 
-    def _write_arrow(self, target: DeltaTable | str, data: pa.Table, **options) -> None:
-        """Every data write goes through here (the place to swap for Spark-written Parquet
-        files committed by delta-rs)."""
-        write_deltalake(target, data, **options)
+    def _stage(self, df) -> StagedRows:
+        return StagedRows(df, None if "://" in self.root else self.root)
 
-    def _create(self, path: str, data: pa.Table, partition_by: list[str], *, rows_deleted: int | None,
+    def _write_arrow(self, target: DeltaTable | str, data: StagedRows, **options) -> None:
+        """Every data write goes through here: delta-rs streams the staged rows into files."""
+        write_deltalake(target, data.reader(), **options)
+
+    def _create(self, path: str, data: StagedRows, partition_by: list[str], *, rows_deleted: int | None,
                 commit_properties: CommitProperties | None = None) -> WriteResult:
         """Create the table with `data` as version 0; a concurrent creator makes us retry."""
         try:
@@ -678,94 +721,107 @@ class DeltaRsTableStore(TableStore):
     def replace_range(self, name, df, *, column, start, end, partition_by=None) -> WriteResult:
         path = self.path(name)
         check_identifier(column, "range column")
-        data = _arrow_for_delta(df)
-        partition_by = self._check_partition_by(partition_by, data.column_names)
-        _check_columns_present(data.column_names, [column], f"replace_range {name}")
+        data = self._stage(df)
+        try:
+            partition_by = self._check_partition_by(partition_by, data.column_names)
+            _check_columns_present(data.column_names, [column], f"replace_range {name}")
 
-        def attempt() -> WriteResult:
-            table = _load_delta_rs(path)
-            schema = _spark_schema(table) if table is not None else df.schema
-            column_type = _spark_type_name(schema, column, f"replace_range {name}")
-            lo, hi = _normalise_range(column, column_type, start, end)
-            _check_arrow_rows_in_range(data, column, lo, hi)
-            if table is None:
-                return self._create(path, data, partition_by, rows_deleted=0)
-            rows_before, version_before = _row_count(table), table.version()
-            self._write_arrow(table, data, mode="overwrite",
-                              predicate=_delta_rs_range_predicate(column, column_type, lo, hi),
-                              schema_mode="merge")
-            return WriteResult(
-                rows_written=data.num_rows, version=table.version(),
-                rows_deleted=self._rows_deleted(path, rows_before, version_before, table, data.num_rows))
+            def attempt() -> WriteResult:
+                table = _load_delta_rs(path)
+                schema = _spark_schema(table) if table is not None else df.schema
+                column_type = _spark_type_name(schema, column, f"replace_range {name}")
+                lo, hi = _normalise_range(column, column_type, start, end)
+                _check_arrow_rows_in_range(data.columns([column]), column, lo, hi)
+                if table is None:
+                    return self._create(path, data, partition_by, rows_deleted=0)
+                rows_before, version_before = _row_count(table), table.version()
+                self._write_arrow(table, data, mode="overwrite",
+                                  predicate=_delta_rs_range_predicate(column, column_type, lo, hi),
+                                  schema_mode="merge")
+                return WriteResult(
+                    rows_written=data.num_rows, version=table.version(),
+                    rows_deleted=self._rows_deleted(path, rows_before, version_before, table, data.num_rows))
 
-        return self._commit(attempt)
+            return self._commit(attempt)
+        finally:
+            data.close()
 
     def merge(self, name, df, *, keys, partition_by=None) -> WriteResult:
         path = self.path(name)
         keys = [check_identifier(k, "merge key") for k in keys]
         if not keys:
             raise ValueError("merge: keys must name at least one column")
-        data = _arrow_for_delta(df)
-        _check_columns_present(data.column_names, keys, f"merge {name}")
-        partition_by = self._check_partition_by(partition_by, data.column_names)
-        _check_unique_non_null_keys(data, keys)
-        on_keys = " AND ".join(f't."{k}" = s."{k}"' for k in keys)
+        data = self._stage(df)
+        try:
+            _check_columns_present(data.column_names, keys, f"merge {name}")
+            partition_by = self._check_partition_by(partition_by, data.column_names)
+            _check_unique_non_null_keys(data.columns(keys), keys)
+            on_keys = " AND ".join(f't."{k}" = s."{k}"' for k in keys)
 
-        def attempt() -> WriteResult:
-            table = _load_delta_rs(path)
-            if table is None:
-                return self._create(path, data, partition_by, rows_deleted=None)
-            (table.merge(data, predicate=on_keys, source_alias="s", target_alias="t", merge_schema=True)
-                  .when_matched_update_all()
-                  .when_not_matched_insert_all()
-                  .execute())
-            return WriteResult(rows_written=data.num_rows, version=table.version())
+            def attempt() -> WriteResult:
+                table = _load_delta_rs(path)
+                if table is None:
+                    return self._create(path, data, partition_by, rows_deleted=None)
+                (table.merge(data.reader(), predicate=on_keys, source_alias="s", target_alias="t",
+                             merge_schema=True)
+                      .when_matched_update_all()
+                      .when_not_matched_insert_all()
+                      .execute())
+                return WriteResult(rows_written=data.num_rows, version=table.version())
 
-        return self._commit(attempt)
+            return self._commit(attempt)
+        finally:
+            data.close()
 
     def append(self, name, df, *, token=None, partition_by=None) -> WriteResult:
         path = self.path(name)
         app_id = _append_token_app_id(token) if token is not None else None
-        data = _arrow_for_delta(df)
-        partition_by = self._check_partition_by(partition_by, data.column_names)
-        # The token is committed in the same commit as the rows, and delta-rs refuses a
-        # commit when a concurrent one recorded the same app id: we then retry, see the token
-        # and skip.
-        commit_properties = (
-            CommitProperties(app_transactions=[Transaction(app_id, APPEND_TOKEN_TXN_VERSION)])
-            if app_id else None)
+        data = self._stage(df)
+        try:
+            partition_by = self._check_partition_by(partition_by, data.column_names)
+            # The token is committed in the same commit as the rows, and delta-rs refuses a
+            # commit when a concurrent one recorded the same app id: we then retry, see the token
+            # and skip.
+            commit_properties = (
+                CommitProperties(app_transactions=[Transaction(app_id, APPEND_TOKEN_TXN_VERSION)])
+                if app_id else None)
 
-        def attempt() -> WriteResult:
-            table = _load_delta_rs(path)
-            if table is None:
-                return self._create(path, data, partition_by, rows_deleted=None,
-                                    commit_properties=commit_properties)
-            if app_id and table.transaction_version(app_id) is not None:
-                return WriteResult(rows_written=0, version=table.version(), skipped=True)
-            self._write_arrow(table, data, mode="append", schema_mode="merge",
-                              commit_properties=commit_properties)
-            return WriteResult(rows_written=data.num_rows, version=table.version())
+            def attempt() -> WriteResult:
+                table = _load_delta_rs(path)
+                if table is None:
+                    return self._create(path, data, partition_by, rows_deleted=None,
+                                        commit_properties=commit_properties)
+                if app_id and table.transaction_version(app_id) is not None:
+                    return WriteResult(rows_written=0, version=table.version(), skipped=True)
+                self._write_arrow(table, data, mode="append", schema_mode="merge",
+                                  commit_properties=commit_properties)
+                return WriteResult(rows_written=data.num_rows, version=table.version())
 
-        return self._commit(attempt)
+            return self._commit(attempt)
+        finally:
+            data.close()
 
     def overwrite(self, name, df, *, partition_by=None) -> WriteResult:
         path = self.path(name)
-        data = _arrow_for_delta(df)
-        partition_by = self._check_partition_by(partition_by, data.column_names)
+        data = self._stage(df)
+        try:
+            partition_by = self._check_partition_by(partition_by, data.column_names)
 
-        def attempt() -> WriteResult:
-            table = _load_delta_rs(path)
-            if table is None:
-                return self._create(path, data, partition_by, rows_deleted=0)
-            rows_before, version_before = _row_count(table), table.version()
-            # Drop-and-recompute: the new data's schema replaces the old one.
-            self._write_arrow(table, data, mode="overwrite", schema_mode="overwrite",
-                              partition_by=partition_by or table.metadata().partition_columns or None)
-            return WriteResult(
-                rows_written=data.num_rows, version=table.version(),
-                rows_deleted=self._rows_deleted(path, rows_before, version_before, table, data.num_rows))
+            def attempt() -> WriteResult:
+                table = _load_delta_rs(path)
+                if table is None:
+                    return self._create(path, data, partition_by, rows_deleted=0)
+                rows_before, version_before = _row_count(table), table.version()
+                # Drop-and-recompute: the new data's schema replaces the old one.
+                self._write_arrow(table, data, mode="overwrite", schema_mode="overwrite",
+                                  partition_by=partition_by or table.metadata().partition_columns or None)
+                return WriteResult(
+                    rows_written=data.num_rows, version=table.version(),
+                    rows_deleted=self._rows_deleted(path, rows_before, version_before, table, data.num_rows))
 
-        return self._commit(attempt)
+            return self._commit(attempt)
+        finally:
+            data.close()
 
     def delete_where_in(self, name, column, values) -> WriteResult:
         path = self.path(name)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -461,7 +462,7 @@ def test_delta_rs_write_failing_mid_stream_commits_nothing(rs_store, spark, monk
     real_write = tables.write_deltalake
 
     def write_then_fail(target, data, **options):
-        batches = data.to_batches(max_chunksize=1)
+        batches = data.read_all().to_batches(max_chunksize=1)  # data: the staged rows, a stream
 
         def stream():
             yield batches[0]  # delta-rs starts writing Parquet files...
@@ -518,3 +519,13 @@ def test_delta_rs_interleaved_commits_are_rebased_or_retried(rs_store, spark, mo
         assert rows in ([1, 100], [1, 200])
         assert sorted(r.skipped for r in results) == [False, True]
         assert rs_store.version("i") == version + 1
+
+
+def test_delta_rs_staged_rows_are_removed_after_a_write_and_after_a_refused_one(rs_store, spark):
+    # Writes stage the DataFrame's rows as Parquet under <root>/_staging (bounded memory).
+    staging = Path(rs_store.root) / "_staging"
+    rs_store.replace_range("s", events(spark, (utc(5, 1), 1)), column="ts", start=utc(5), end=utc(6))
+    with pytest.raises(ValueError, match="outside the range"):
+        rs_store.replace_range("s", events(spark, (utc(7, 1), 2)), column="ts", start=utc(5), end=utc(6))
+    assert not staging.exists() or not any(staging.iterdir())
+    assert ns(rs_store.read("s")) == [1]
