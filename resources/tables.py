@@ -487,6 +487,35 @@ def _delta_field(field: pa.Field) -> pa.Field:
     return pa.field(field.name, kind, nullable=True, metadata=field.metadata)
 
 
+# A write's staged files live seconds to minutes; anything this old was left by a process
+# that died mid-write (a finished or refused write removes its own).
+STALE_STAGING_SECONDS = 24 * 3600
+
+
+def sweep_stale_staging(staging_root: str, *, older_than: float = STALE_STAGING_SECONDS) -> list[str]:
+    """Remove staged-write directories under `<staging_root>/_staging` last modified more than
+    `older_than` seconds ago; return their names. Readers never see staged files, so this
+    only reclaims disk; young directories may belong to a write in progress and are kept."""
+    import shutil
+
+    staging = os.path.join(staging_root, "_staging")
+    try:
+        entries = list(os.scandir(staging))
+    except FileNotFoundError:
+        return []
+    cutoff = time.time() - older_than
+    removed = []
+    for entry in entries:
+        try:
+            stale = entry.stat(follow_symlinks=False).st_mtime < cutoff
+        except FileNotFoundError:  # removed meanwhile by its own writer
+            continue
+        if stale:
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed.append(entry.name)
+    return removed
+
+
 class StagedRows:
     """A DataFrame's rows for one write, computed once.
 
@@ -503,6 +532,7 @@ class StagedRows:
             self._dataset = None
             source_schema = self._table.schema
         else:
+            sweep_stale_staging(staging_root)
             self._path = f"{staging_root}/_staging/{uuid.uuid4().hex}"
             df.write.mode("error").parquet(self._path)
             import pyarrow.dataset as ds

@@ -32,8 +32,7 @@ import math
 import random
 import time
 import zlib
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from datetime import date, datetime, timezone
 from typing import Any
 
@@ -609,22 +608,6 @@ def _laid_out_for_writing(skeleton: DataFrame, rows: int, days: int) -> DataFram
     return skeleton.repartitionByRange(tasks, "landed_ms").sortWithinPartitions(PARTITION_COLUMN, "landed_ms")
 
 
-@contextmanager
-def _small_methods_compiled(spark: SparkSession) -> Iterator[None]:
-    """Run Spark's per-operator code instead of whole-stage code where the latter is too big.
-
-    The projection of ~70 generated columns compiles into one Java method above the JVM's
-    8000-byte JIT limit, which then runs interpreted (about 3x slower). With this limit, Spark
-    falls back to per-expression code for that stage only, which the JIT compiles."""
-    setting = "spark.sql.codegen.hugeMethodLimit"
-    previous = spark.conf.get(setting)
-    spark.conf.set(setting, "8000")
-    try:
-        yield
-    finally:
-        spark.conf.set(setting, previous)
-
-
 def _expected_rows(events: int) -> int:
     return round(events * (1 + DUPLICATE_RATE))
 
@@ -669,8 +652,8 @@ def generate_events(
     progress(f"generating {events:,} events over {days} days from {start.isoformat()} (seed {seed}) into {out} ...")
     started = time.perf_counter()
     df = generate_events_df(spark, events=events, days=days, start=start, seed=seed)
-    with _small_methods_compiled(spark):
-        written = write_source_table(df, out, mode=mode)
+    # Wide generated rows rely on spark.sql.codegen.hugeMethodLimit, a default of get_spark.
+    written = write_source_table(df, out, mode=mode)
     seconds = time.perf_counter() - started
     rate = written["rows"] / seconds if seconds > 0 else float("inf")
     progress(f"wrote {written['rows']:,} rows in {written['files']} files in {seconds:.1f} s ({rate:,.0f} events/s)")
