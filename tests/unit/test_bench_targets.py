@@ -1,0 +1,47 @@
+"""The benchmark's targets table: the ratios it reports and whether each target is met."""
+
+from bench.__main__ import Figure
+from bench.report import targets
+
+
+def _hour(seconds: float, file_bytes: float, spark_bytes: float) -> dict:
+    # Two steps per run, three runs; the report sums the steps of a run and takes the median.
+    steps = {"base_events": {"seconds": seconds / 2, "files": 3, "file_bytes": file_bytes / 2,
+                             "spark_input_bytes": spark_bytes / 2},
+             "attributes": {"seconds": seconds / 2, "files": 1, "file_bytes": file_bytes / 2,
+                            "spark_input_bytes": spark_bytes / 2}}
+    return {"seconds": Figure([seconds * 0.9, seconds, seconds * 1.1]), "steps": [steps, steps, steps]}
+
+
+def _results(hour_3d: dict, hour_30d: dict) -> dict:
+    return {"full_warm": Figure([400.0, 500.0, 510.0]),
+            "incremental": {3: hour_3d, 10: _hour(30, 900, 90), 30: hour_30d},
+            "duckdb": {"seconds": Figure([10.0, 20.0, 30.0])},
+            "sensor": {"new_hour": Figure([0.2, 0.3, 2.0])}}
+
+
+def test_every_target_met_when_the_hour_costs_the_same_on_any_history():
+    rows = {name: (figure, met) for name, figure, met in
+            targets(_results(_hour(20, 1000, 100), _hour(22, 1100, 110)), days=30)}
+
+    assert rows["incremental hour at 30 d vs 3 d of history: time within 1.2x"] == ("1.10x", True)
+    assert rows["incremental hour at 30 d vs 3 d of history: bytes Spark read within 1.2x"] == ("1.10x", True)
+    assert rows["incremental hour at 30 d vs 3 d of history: Delta file bytes planned within 1.2x"] == ("1.10x", True)
+    assert rows["warm incremental hour under 10% of the warm full rebuild (30 d)"] == ("4.4%", True)
+    assert rows["warm full rebuild within 3x of DuckDB"] == ("25.0x", False)  # 500 / 20: medians, not means
+    assert rows["sensor tick under 1 s at 30 d of history"] == ("0.30 s", True)
+
+
+def test_growth_with_history_is_reported_as_missed_per_measure():
+    rows = {name: (figure, met) for name, figure, met in
+            targets(_results(_hour(20, 1000, 100), _hour(32, 3500, 80)), days=30)}
+
+    assert rows["incremental hour at 30 d vs 3 d of history: time within 1.2x"] == ("1.60x", False)
+    assert rows["incremental hour at 30 d vs 3 d of history: bytes Spark read within 1.2x"] == ("0.80x", True)
+    assert rows["incremental hour at 30 d vs 3 d of history: Delta file bytes planned within 1.2x"] == ("3.50x", False)
+
+
+def test_a_partial_run_reports_only_what_it_measured():
+    assert targets({"full_warm": Figure([100.0])}, days=30) == []
+    only_rebuild_and_duckdb = {"full_warm": Figure([60.0]), "duckdb": {"seconds": Figure([30.0])}}
+    assert targets(only_rebuild_and_duckdb, days=30) == [("warm full rebuild within 3x of DuckDB", "2.0x", True)]
