@@ -93,26 +93,22 @@ def make_pool(spark, work: Path, *, events: int, days: int) -> Path:
     return pool
 
 
-def pool_rows(tables, pool: Path, start: datetime, end: datetime):
-    from incremental_assets.sources.reader import read_source
-
-    return read_source(tables, str(pool), start, end)
-
-
 def make_source(tables, pool: Path, target: Path, history_days: int) -> int:
     """The source as it stood after `history_days` days of loads: every row loaded before then."""
+    from incremental_assets.sources.reader import read_source
     from incremental_assets.sources.writer import write_source_table
 
-    written = write_source_table(pool_rows(tables, pool, _at(START), _at(START + timedelta(days=history_days))),
+    written = write_source_table(read_source(tables, str(pool), _at(START), _at(START + timedelta(days=history_days))),
                                  str(target), mode="overwrite")
     return written["rows"]
 
 
 def append_hour(tables, pool: Path, source: Path, hour_start: datetime) -> int:
     """One more load hour arrives: the pool's rows loaded in it, appended in one commit."""
+    from incremental_assets.sources.reader import read_source
     from incremental_assets.sources.writer import write_source_table
 
-    return write_source_table(pool_rows(tables, pool, hour_start, hour_start + timedelta(hours=1)),
+    return write_source_table(read_source(tables, str(pool), hour_start, hour_start + timedelta(hours=1)),
                               str(source), mode="append")["rows"]
 
 

@@ -31,6 +31,7 @@ import operator
 import os
 import random
 import re
+import shutil
 import time
 import uuid
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
@@ -496,8 +498,6 @@ def sweep_stale_staging(staging_root: str, *, older_than: float = STALE_STAGING_
     """Remove staged-write directories under `<staging_root>/_staging` last modified more than
     `older_than` seconds ago; return their names. Readers never see staged files, so this
     only reclaims disk; young directories may belong to a write in progress and are kept."""
-    import shutil
-
     staging = os.path.join(staging_root, "_staging")
     try:
         entries = list(os.scandir(staging))
@@ -522,7 +522,8 @@ class StagedRows:
     Local warehouses: Spark writes them as Parquet files under `<root>/_staging/<id>` and
     delta-rs reads them back as a stream of Arrow batches, so memory stays bounded however
     large the write (collecting the result to the driver ran a 10M-event backfill out of
-    heap). Remote warehouses: collected to Arrow in memory. `close()` removes the files.
+    heap). Remote warehouses: collected to Arrow in memory. Use as `with StagedRows(...) as
+    data:`; leaving the block removes the files, whether the write succeeded or not.
     """
 
     def __init__(self, df, staging_root: str | None):
@@ -534,9 +535,11 @@ class StagedRows:
         else:
             sweep_stale_staging(staging_root)
             self._path = f"{staging_root}/_staging/{uuid.uuid4().hex}"
-            df.write.mode("error").parquet(self._path)
-            import pyarrow.dataset as ds
-
+            try:
+                df.write.mode("error").parquet(self._path)
+            except BaseException:
+                self.close()  # a failed Spark job can leave part files behind
+                raise
             self._dataset = ds.dataset(self._path, format="parquet")
             self._table = None
             source_schema = self._dataset.schema if self._dataset.files else df.limit(0).toArrow().schema
@@ -560,9 +563,13 @@ class StagedRows:
 
     def close(self) -> None:
         if self._path is not None:
-            import shutil
-
             shutil.rmtree(self._path, ignore_errors=True)
+
+    def __enter__(self) -> "StagedRows":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def _stats_configuration(data: StagedRows) -> dict[str, str] | None:
@@ -748,11 +755,19 @@ class DeltaRsTableStore(TableStore):
             return None
         return rows_before + rows_added - rows_after
 
+    def _overwrite_counted(self, path: str, table: DeltaTable, data: StagedRows, **options) -> WriteResult:
+        """Overwrite the table (or the rows `predicate` selects) with data in one commit and
+        report how many rows that replaced."""
+        rows_before, version_before = _row_count(table), table.version()
+        self._write_arrow(table, data, mode="overwrite", **options)
+        return WriteResult(
+            rows_written=data.num_rows, version=table.version(),
+            rows_deleted=self._rows_deleted(path, rows_before, version_before, table, data.num_rows))
+
     def replace_range(self, name, df, *, column, start, end, partition_by=None) -> WriteResult:
         path = self.path(name)
         check_identifier(column, "range column")
-        data = self._stage(df)
-        try:
+        with self._stage(df) as data:
             partition_by = self._check_partition_by(partition_by, data.column_names)
             _check_columns_present(data.column_names, [column], f"replace_range {name}")
 
@@ -764,25 +779,17 @@ class DeltaRsTableStore(TableStore):
                 _check_arrow_rows_in_range(data.columns([column]), column, lo, hi)
                 if table is None:
                     return self._create(path, data, partition_by, rows_deleted=0)
-                rows_before, version_before = _row_count(table), table.version()
-                self._write_arrow(table, data, mode="overwrite",
-                                  predicate=_delta_rs_range_predicate(column, column_type, lo, hi),
-                                  schema_mode="merge")
-                return WriteResult(
-                    rows_written=data.num_rows, version=table.version(),
-                    rows_deleted=self._rows_deleted(path, rows_before, version_before, table, data.num_rows))
+                return self._overwrite_counted(path, table, data, schema_mode="merge",
+                                               predicate=_delta_rs_range_predicate(column, column_type, lo, hi))
 
             return self._commit(attempt)
-        finally:
-            data.close()
 
     def merge(self, name, df, *, keys, partition_by=None) -> WriteResult:
         path = self.path(name)
         keys = [check_identifier(k, "merge key") for k in keys]
         if not keys:
             raise ValueError("merge: keys must name at least one column")
-        data = self._stage(df)
-        try:
+        with self._stage(df) as data:
             _check_columns_present(data.column_names, keys, f"merge {name}")
             partition_by = self._check_partition_by(partition_by, data.column_names)
             _check_unique_non_null_keys(data.columns(keys), keys)
@@ -800,14 +807,11 @@ class DeltaRsTableStore(TableStore):
                 return WriteResult(rows_written=data.num_rows, version=table.version())
 
             return self._commit(attempt)
-        finally:
-            data.close()
 
     def append(self, name, df, *, token=None, partition_by=None) -> WriteResult:
         path = self.path(name)
         app_id = _append_token_app_id(token) if token is not None else None
-        data = self._stage(df)
-        try:
+        with self._stage(df) as data:
             partition_by = self._check_partition_by(partition_by, data.column_names)
             # The token is committed in the same commit as the rows, and delta-rs refuses a
             # commit when a concurrent one recorded the same app id: we then retry, see the token
@@ -828,30 +832,22 @@ class DeltaRsTableStore(TableStore):
                 return WriteResult(rows_written=data.num_rows, version=table.version())
 
             return self._commit(attempt)
-        finally:
-            data.close()
 
     def overwrite(self, name, df, *, partition_by=None) -> WriteResult:
         path = self.path(name)
-        data = self._stage(df)
-        try:
+        with self._stage(df) as data:
             partition_by = self._check_partition_by(partition_by, data.column_names)
 
             def attempt() -> WriteResult:
                 table = _load_delta_rs(path)
                 if table is None:
                     return self._create(path, data, partition_by, rows_deleted=0)
-                rows_before, version_before = _row_count(table), table.version()
                 # Drop-and-recompute: the new data's schema replaces the old one.
-                self._write_arrow(table, data, mode="overwrite", schema_mode="overwrite",
-                                  partition_by=partition_by or table.metadata().partition_columns or None)
-                return WriteResult(
-                    rows_written=data.num_rows, version=table.version(),
-                    rows_deleted=self._rows_deleted(path, rows_before, version_before, table, data.num_rows))
+                return self._overwrite_counted(
+                    path, table, data, schema_mode="overwrite",
+                    partition_by=partition_by or table.metadata().partition_columns or None)
 
             return self._commit(attempt)
-        finally:
-            data.close()
 
     def delete_where_in(self, name, column, values) -> WriteResult:
         path = self.path(name)

@@ -529,3 +529,15 @@ def test_delta_rs_staged_rows_are_removed_after_a_write_and_after_a_refused_one(
         rs_store.replace_range("s", events(spark, (utc(7, 1), 2)), column="ts", start=utc(5), end=utc(6))
     assert not staging.exists() or not any(staging.iterdir())
     assert ns(rs_store.read("s")) == [1]
+
+
+def test_delta_rs_staged_rows_are_removed_when_the_spark_job_fails(rs_store, spark):
+    staging = Path(rs_store.root) / "_staging"
+    rs_store.replace_range("s", events(spark, (utc(5, 1), 1)), column="ts", start=utc(5), end=utc(6))
+    # The error fires while Spark writes the staged files, after some may exist.
+    failing = events(spark, (utc(5, 2), 2)).withColumn(
+        "n", F.when(F.col("n") > 0, F.raise_error(F.lit("boom in the job"))).otherwise(F.col("n")))
+    with pytest.raises(Exception, match="boom in the job"):
+        rs_store.replace_range("s", failing, column="ts", start=utc(5), end=utc(6))
+    assert not staging.exists() or not any(staging.iterdir())
+    assert ns(rs_store.read("s")) == [1]

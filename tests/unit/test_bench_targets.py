@@ -20,9 +20,12 @@ def _results(hour_3d: dict, hour_30d: dict) -> dict:
             "sensor": {"new_hour": Figure([0.2, 0.3, 2.0])}}
 
 
+def _by_target(results: dict) -> dict[str, tuple[str, bool]]:
+    return {name: (figure, met) for name, figure, met in targets(results, days=30)}
+
+
 def test_every_target_met_when_the_hour_costs_the_same_on_any_history():
-    rows = {name: (figure, met) for name, figure, met in
-            targets(_results(_hour(20, 1000, 100), _hour(22, 1100, 110)), days=30)}
+    rows = _by_target(_results(_hour(20, 1000, 100), _hour(22, 1100, 110)))
 
     assert rows["incremental hour at 30 d vs 3 d of history: time within 1.2x"] == ("1.10x", True)
     assert rows["incremental hour at 30 d vs 3 d of history: bytes Spark read within 1.2x"] == ("1.10x", True)
@@ -33,8 +36,7 @@ def test_every_target_met_when_the_hour_costs_the_same_on_any_history():
 
 
 def test_growth_with_history_is_reported_as_missed_per_measure():
-    rows = {name: (figure, met) for name, figure, met in
-            targets(_results(_hour(20, 1000, 100), _hour(32, 3500, 80)), days=30)}
+    rows = _by_target(_results(_hour(20, 1000, 100), _hour(32, 3500, 80)))
 
     assert rows["incremental hour at 30 d vs 3 d of history: time within 1.2x"] == ("1.60x", False)
     assert rows["incremental hour at 30 d vs 3 d of history: bytes Spark read within 1.2x"] == ("0.80x", True)
