@@ -179,7 +179,7 @@ def per_step(windows, scans, stages, since: float) -> dict[str, dict]:
 # -- phases ----------------------------------------------------------------------------------
 
 def full_backfill_warm(spark, work: Path, source: Path, days: int, run: int) -> tuple[float, dict, Path, object]:
-    from incremental_assets.runs import backfill
+    from incremental_assets.runner import backfill
     from resources.tables import recording_scans
 
     warehouse = work / f"full_warm_{run}"
@@ -193,7 +193,7 @@ def full_backfill_warm(spark, work: Path, source: Path, days: int, run: int) -> 
         seconds = time.perf_counter() - started
     if not report.success:
         raise SystemExit(f"full backfill failed: {report.runs}")
-    windows = step_windows(instance, [run_id for _, run_id, _ in report.runs])
+    windows = step_windows(instance, [run.run_id for run in report.runs])
     return seconds, per_step(windows, scans, spark_stages(spark), since), warehouse, instance
 
 
@@ -218,7 +218,7 @@ def full_backfill_cold(work: Path, source: Path, days: int, run: int) -> float:
 def incremental_hours(spark, tables, pool: Path, source: Path, warehouse: Path, instance, history_days: int,
                       repeats: int) -> dict:
     """Append one load hour at a time after `history_days` days and time the run processing it."""
-    from incremental_assets.runs import run_until
+    from incremental_assets.runner import run_until
     from resources.tables import recording_scans
 
     _set_env(warehouse=warehouse, source_path=source)
@@ -233,48 +233,39 @@ def incremental_hours(spark, tables, pool: Path, source: Path, warehouse: Path, 
             seconds.add(time.perf_counter() - started)
         if not report.success or report.hours is None:
             raise SystemExit(f"incremental run after {history_days} days failed or did nothing: {report}")
-        windows = step_windows(instance, [run_id for _, run_id, _ in report.runs])
+        windows = step_windows(instance, [run.run_id for run in report.runs])
         steps_by_run.append(per_step(windows, scans, spark_stages(spark), since))
         _print(f"  history {history_days} d, hour {k + 1}: {seconds.values[-1]:.1f} s, "
-               f"{rows[-1]:,} new rows, runs: {', '.join(job for job, _, _ in report.runs)}")
+               f"{rows[-1]:,} new rows, runs: {', '.join(run.job for run in report.runs)}")
     return {"seconds": seconds, "rows": rows, "steps": steps_by_run}
 
 
 def sensor_ticks(pool: Path, tables, source: Path, instance, after: datetime, repeats: int) -> dict:
-    from dagster import build_sensor_context
-
-    from incremental_assets import sensors
-    from incremental_assets.definitions import defs
+    from incremental_assets.automation.hourly_sensor import hourly_run_request
+    from incremental_assets.definitions import warehouse
 
     def tick(now: datetime) -> tuple[float, str]:
-        sensors.utc_now = lambda: now
-        context = build_sensor_context(instance=instance, cursor=None, definitions=defs)
         started = time.perf_counter()
-        result = sensors.hourly_load_sensor.evaluate_tick(context)
+        result = hourly_run_request(warehouse, now=now, instance=instance, cursor=None)
         seconds = time.perf_counter() - started
-        outcome = "run requested" if result.run_requests else f"skipped: {result.skip_message}"
+        outcome = "run requested" if result.run_requests else f"skipped: {result.skip_reason.skip_message}"
         return seconds, outcome
 
-    original = sensors.utc_now
-    try:
-        idle, busy = Figure(), Figure()
-        for _ in range(repeats):
-            seconds, idle_outcome = tick(after + timedelta(minutes=5))
-            idle.add(seconds)
-        append_hour(tables, pool, source, after)
-        for _ in range(repeats):
-            seconds, busy_outcome = tick(after + timedelta(hours=1, minutes=5))
-            busy.add(seconds)
-    finally:
-        sensors.utc_now = original
+    idle, busy = Figure(), Figure()
+    for _ in range(repeats):
+        seconds, idle_outcome = tick(after + timedelta(minutes=5))
+        idle.add(seconds)
+    append_hour(tables, pool, source, after)
+    for _ in range(repeats):
+        seconds, busy_outcome = tick(after + timedelta(hours=1, minutes=5))
+        busy.add(seconds)
     return {"idle": idle, "idle_outcome": idle_outcome, "new_hour": busy, "new_hour_outcome": busy_outcome}
 
 
 def duckdb_comparison(source: Path, warehouse: Path, repeats: int) -> dict:
-    from deltalake import DeltaTable
-
     from bench.duckdb_reference import compare, duckdb_tables
     from incremental_assets.settings import Settings
+    from resources.tables import read_delta_arrow
 
     _set_env(warehouse=warehouse, source_path=source)
     settings = Settings.load()
@@ -284,8 +275,8 @@ def duckdb_comparison(source: Path, warehouse: Path, repeats: int) -> dict:
         started = time.perf_counter()
         daily, attributes = duckdb_tables(str(source), settings, as_of)
         seconds.add(time.perf_counter() - started)
-    ours_daily = DeltaTable(str(warehouse / "daily_aggregates")).to_pyarrow_table()
-    ours_attributes = DeltaTable(str(warehouse / "attributes")).to_pyarrow_table()
+    ours_daily = read_delta_arrow(str(warehouse / "daily_aggregates"))
+    ours_attributes = read_delta_arrow(str(warehouse / "attributes"))
     differences = {
         "daily_aggregates": compare(ours_daily, daily, ["event_date", "domain_userid"]),
         "attributes": compare(ours_attributes, attributes, ["domain_userid"]),
@@ -377,7 +368,7 @@ def main(argv=None) -> int:
             shutil.rmtree(history_warehouse, ignore_errors=True)
             _set_env(warehouse=history_warehouse, source_path=sources[days])
             history_instance = _instance(work / f"history_{days}d_dagster")
-            from incremental_assets.runs import backfill
+            from incremental_assets.runner import backfill
 
             _print(f"history of {days} days: backfill")
             backfill(START, START + timedelta(days=days - 1), instance=history_instance, echo=lambda _: None)

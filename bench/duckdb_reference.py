@@ -28,6 +28,8 @@ import duckdb
 import pyarrow as pa
 from deltalake import DeltaTable
 
+from incremental_assets.sources.schema import LOAD_TIME_SQL
+
 # The source columns the rules read, with their atomic-events types (sources/schema.py).
 SOURCE_COLUMNS = {
     "event_id": "VARCHAR",
@@ -75,7 +77,7 @@ def _create_source_view(con: duckdb.DuckDBPyConnection, source_path: str) -> boo
             selected.append(f"TRY_CAST({name} AS {kind}) AS {name}")
         else:
             selected.append(name)
-    selected.append("COALESCE(load_tstamp, collector_tstamp) AS load_time")  # base_events.load_time
+    selected.append(f"{LOAD_TIME_SQL} AS load_time")  # the pipeline's own rule, as SQL text
     selected.append("load_date" if by_load_date else "NULL::DATE AS load_date")
     con.execute(f"CREATE TEMP VIEW src AS SELECT {', '.join(selected)} FROM {reader}")
     return by_load_date

@@ -28,19 +28,14 @@ from dagster import (
     asset_check,
     multi_asset_check,
 )
-from deltalake import DeltaTable
+from pyspark.sql import functions as F
 
+from incremental_assets.ledger import rows_accounted_for
+from incremental_assets.names import ALL_ASSETS, PARTITION_TAG, RANGE_END_TAG, RANGE_START_TAG
 from incremental_assets.partitions import hourly_partitions
-from incremental_assets.planning.late_days import conservation_check
 from incremental_assets.planning.processing_manifest import ItemStatus
-from incremental_assets.runs import DAILY_MANIFEST, RANGE_END_TAG, RANGE_START_TAG
-from incremental_assets.transforms.filtered_events import FILTERED_COUNTS
 from resources.manifest import lock_age, split_item_id
 from resources.warehouse import WarehouseResource
-
-ALL_ASSETS = ("base_events", "sessions_lifecycle_manifest", "quarantined_sessions", "filtered_events",
-              "daily_aggregates", "attributes")
-PARTITION_TAG = "dagster/partition"
 
 
 def run_window(context: AssetCheckExecutionContext, partitions_def) -> tuple[datetime, datetime] | None:
@@ -63,8 +58,6 @@ def run_window(context: AssetCheckExecutionContext, partitions_def) -> tuple[dat
 def event_id_duplicates(warehouse: WarehouseResource, table: str,
                         window: tuple[datetime, datetime] | None) -> dict[str, int]:
     """Rows checked, event_ids seen more than once, and rows without an event_id."""
-    from pyspark.sql import functions as F
-
     tables = warehouse.tables
     if not tables.exists(table):
         return {"rows_checked": 0, "duplicate_event_ids": 0, "null_event_ids": 0}
@@ -72,7 +65,7 @@ def event_id_duplicates(warehouse: WarehouseResource, table: str,
         rows = tables.read(table, columns=["event_id"]).withColumn("in_window", F.lit(1))
     else:
         start, end = window
-        lookback = timedelta(days=warehouse.settings.days_late_allowed + 1)
+        lookback = warehouse.settings.duplicate_lookback
         rows = tables.read_range(table, "load_tstamp", start - lookback, end,
                                  columns=["event_id", "load_tstamp"]).withColumn(
             "in_window", (F.col("load_tstamp") >= F.lit(start)).cast("int"))
@@ -118,8 +111,6 @@ def filtered_events_event_id_unique(context: AssetCheckExecutionContext,
              description="Every session ends no earlier than it starts, and has both times.")
 def sessions_end_after_start(context: AssetCheckExecutionContext,
                              warehouse: WarehouseResource) -> AssetCheckResult:
-    from pyspark.sql import functions as F
-
     name = "sessions_lifecycle_manifest"
     window = run_window(context, hourly_partitions)
     if not warehouse.tables.exists(name):
@@ -144,24 +135,6 @@ def sessions_end_after_start(context: AssetCheckExecutionContext,
 
 
 # -- daily: every filtered row aggregated or pending -------------------------------------
-
-def rows_accounted_for(warehouse_settings) -> dict:
-    """Per event day, filtered rows against rows aggregated + rows pending (delta-rs, no Spark)."""
-    filtered: dict = {}
-    counts_path = warehouse_settings.table_path(FILTERED_COUNTS)
-    if DeltaTable.is_deltatable(counts_path):
-        for row in DeltaTable(counts_path).to_pyarrow_table(columns=["event_date", "rows"]).to_pylist():
-            filtered[row["event_date"]] = filtered.get(row["event_date"], 0) + row["rows"]
-    aggregated, pending = {}, {}
-    manifest_path = warehouse_settings.table_path(DAILY_MANIFEST)
-    if DeltaTable.is_deltatable(manifest_path):
-        for row in DeltaTable(manifest_path).to_pyarrow_table(
-                columns=["event_date", "rows_aggregated", "rows_pending"]).to_pylist():
-            aggregated[row["event_date"]] = row["rows_aggregated"] or 0
-            pending[row["event_date"]] = row["rows_pending"] or 0
-    return {"filtered": filtered, "aggregated": aggregated, "pending": pending,
-            "broken": conservation_check(filtered, aggregated, pending)}
-
 
 @asset_check(asset="daily_aggregates", name="rows_aggregated_plus_pending_equal_filtered",
              description="For every event day: rows aggregated + rows pending (daily_aggregation_manifest) "

@@ -2,6 +2,9 @@
 
 Settings come from `INCREMENTAL_*` environment variables; `--warehouse` and `--source`
 are shortcuts for the two most common ones. Errors print one line and exit 2.
+
+Commands import what they need when they run: importing the code location reads the
+settings, and a bad setting must come out as one line from `main`, not as an import error.
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ def cmd_load_csv(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from incremental_assets.runs import run_until
+    from incremental_assets.runner import run_until
     from incremental_assets.settings import Settings
 
     Settings.load()  # a bad setting stops here, before _instance() creates DAGSTER_HOME
@@ -64,7 +67,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_backfill(args) -> int:
-    from incremental_assets.runs import backfill
+    from incremental_assets.runner import backfill
     from incremental_assets.settings import Settings
 
     if args.end < args.start:
@@ -75,7 +78,7 @@ def cmd_backfill(args) -> int:
 
 
 def cmd_limits(args) -> int:
-    from incremental_assets.ops import describe_limits
+    from incremental_assets.operations import describe_limits
     from incremental_assets.settings import Settings
 
     print(describe_limits(Settings.load(), args.now or datetime.now(timezone.utc)))
@@ -83,18 +86,18 @@ def cmd_limits(args) -> int:
 
 
 def cmd_manifest(args) -> int:
-    from incremental_assets import ops
+    from incremental_assets import operations
     from incremental_assets.settings import Settings
 
     settings = Settings.load()
     if args.action == "list":
-        print(ops.list_items(settings, only_problems=not args.all, asset=args.asset))
+        print(operations.list_items(settings, only_problems=not args.all, asset=args.asset))
     elif args.action == "show":
-        print(ops.show_item(settings, args.item))
+        print(operations.show_item(settings, args.item))
     elif args.action == "resolve":
-        print(ops.resolve_item(settings, args.item, note=args.note))
+        print(operations.resolve_item(settings, args.item, note=args.note))
     elif args.action == "skip":
-        print(ops.skip_item(settings, args.item, note=args.note))
+        print(operations.skip_item(settings, args.item, note=args.note))
     return 0
 
 

@@ -1,14 +1,18 @@
-"""The code location: every asset, check, job, sensor and resource, one instance per resource key."""
+"""The code location: every asset, check, job, sensor and resource, one instance per resource key.
+
+The composition root: nothing in the product imports it except `runner`, which executes its
+jobs in a process of its own (the CLI, the demo, the benchmark, tests).
+"""
 
 from datetime import timedelta
 
 from dagster import Definitions, FreshnessPolicy, apply_freshness_policy, in_process_executor, map_asset_specs
 
 from incremental_assets.assets.daily import attributes, daily_aggregates
-from incremental_assets.assets.hourly import HOURLY_ASSETS
+from incremental_assets.assets.hourly import HOURLY_ASSET_DEFS
+from incremental_assets.automation import ASSET_JOBS, SENSORS
 from incremental_assets.checks import CHECKS
-from incremental_assets.jobs import JOBS
-from incremental_assets.sensors import SENSORS
+from incremental_assets.operations import manifest_admin_job
 from resources.manifest_io_manager import ManifestIOManager
 from resources.spark import SparkResource
 from resources.warehouse import WarehouseResource
@@ -24,10 +28,10 @@ warehouse = WarehouseResource(pyspark=spark)
 HOURLY_FRESHNESS = FreshnessPolicy.time_window(fail_window=timedelta(hours=6), warn_window=timedelta(hours=2))
 
 defs = Definitions(
-    assets=[*map_asset_specs(lambda spec: apply_freshness_policy(spec, HOURLY_FRESHNESS), HOURLY_ASSETS),
+    assets=[*map_asset_specs(lambda spec: apply_freshness_policy(spec, HOURLY_FRESHNESS), HOURLY_ASSET_DEFS),
             daily_aggregates, attributes],
     asset_checks=CHECKS,
-    jobs=JOBS,
+    jobs=[*ASSET_JOBS, manifest_admin_job],
     sensors=SENSORS,
     resources={
         "pyspark": spark,

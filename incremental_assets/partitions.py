@@ -1,4 +1,5 @@
-"""Every PartitionsDefinition and PartitionMapping of the project, in one place.
+"""Every PartitionsDefinition and PartitionMapping of the project, and the helpers that turn
+times into partition keys and back.
 
 Two time axes: hourly partitions are *load* hours (a closed load hour never changes);
 daily partitions are *event* days (they keep receiving late events). Partition starts come
@@ -7,8 +8,13 @@ from the `start_date` setting as the environment gives it when the code location
 
 from __future__ import annotations
 
+import warnings
+from datetime import date, datetime, timedelta, timezone
+from typing import Iterable
+
 from dagster import (
     BackfillPolicy,
+    BetaWarning,
     DailyPartitionsDefinition,
     HourlyPartitionsDefinition,
     TimeWindowPartitionMapping,
@@ -16,13 +22,21 @@ from dagster import (
 
 from incremental_assets.settings import Settings
 
+HOUR = timedelta(hours=1)
+HOUR_KEY_FORMAT = "%Y-%m-%d-%H:%M"
+DAY_KEY_FORMAT = "%Y-%m-%d"
+
+# The project relies on two beta Dagster parameters on purpose (single-run backfill policies
+# and allow_nonexistent_upstream_partitions); their warnings would repeat on every load.
+warnings.filterwarnings("ignore", category=BetaWarning)
+
 LOAD_SETTINGS = Settings.load()
 _START = LOAD_SETTINGS.start_date.replace(minute=0, second=0, microsecond=0)
 
 # Closed load hours only (end_offset=0): an hour is processed once it can no longer grow.
-hourly_partitions = HourlyPartitionsDefinition(start_date=_START.strftime("%Y-%m-%d-%H:%M"))
+hourly_partitions = HourlyPartitionsDefinition(start_date=_START.strftime(HOUR_KEY_FORMAT))
 # Today's event day is included (end_offset=1): its events are aggregated as they arrive.
-daily_partitions = DailyPartitionsDefinition(start_date=_START.strftime("%Y-%m-%d"), end_offset=1)
+daily_partitions = DailyPartitionsDefinition(start_date=_START.strftime(DAY_KEY_FORMAT), end_offset=1)
 
 # Every partitioned asset handles a range in one run (one Spark job per backfill).
 single_run = BackfillPolicy.single_run()
@@ -36,3 +50,41 @@ def filtered_hours_of_day(reprocess_days: int) -> TimeWindowPartitionMapping:
     """
     return TimeWindowPartitionMapping(start_offset=0, end_offset=reprocess_days,
                                       allow_nonexistent_upstream_partitions=True)
+
+
+def floor_hour(ts: datetime) -> datetime:
+    """The start of the UTC hour `ts` falls in."""
+    return ts.astimezone(timezone.utc).replace(minute=0, second=0, microsecond=0)
+
+
+def hour_key(hour: datetime) -> str:
+    return hour.astimezone(timezone.utc).strftime(HOUR_KEY_FORMAT)
+
+
+def parse_hour_key(key: str) -> datetime:
+    return datetime.strptime(key, HOUR_KEY_FORMAT).replace(tzinfo=timezone.utc)
+
+
+def day_key(day: date) -> str:
+    return day.strftime(DAY_KEY_FORMAT)
+
+
+def hour_keys(start: datetime, end: datetime) -> tuple[str, str]:
+    """First and last hourly partition key of the hours [start, end)."""
+    return hour_key(start), hour_key(end - HOUR)
+
+
+def hours_between(start: datetime, end: datetime) -> list[datetime]:
+    """The hour starts in [start, end), both hour-aligned."""
+    return [start + i * HOUR for i in range(int((end - start) / HOUR))]
+
+
+def contiguous_ranges(days: Iterable[date]) -> list[tuple[date, date]]:
+    """Sorted days grouped into inclusive (first, last) runs of consecutive days."""
+    ranges: list[tuple[date, date]] = []
+    for day in sorted(set(days)):
+        if ranges and day == ranges[-1][1] + timedelta(days=1):
+            ranges[-1] = (ranges[-1][0], day)
+        else:
+            ranges.append((day, day))
+    return ranges

@@ -9,14 +9,17 @@ the value and what is accepted, before anything is read or written.
 from __future__ import annotations
 
 import os
+import typing
 from dataclasses import dataclass, fields, replace
 from datetime import date, datetime, time, timedelta, timezone
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
+
+from incremental_assets.names import TABLE_ENGINES, check_identifier
+from incremental_assets.planning.windows import parse_duration
 
 ENV_PREFIX = "INCREMENTAL_"
 RUN_TYPES = ("incremental", "last_n_days")
-TABLE_ENGINES = ("auto", "delta-rs", "delta-spark")
 
 
 class SettingsError(ValueError):
@@ -55,6 +58,11 @@ class Settings:
         return Path(self.warehouse).expanduser().resolve()
 
     @property
+    def warehouse_root(self) -> str:
+        """The warehouse as the table store addresses it: a URI, or an absolute local path."""
+        return self.warehouse.rstrip("/") if "://" in self.warehouse else str(self.warehouse_path)
+
+    @property
     def source(self) -> str:
         if "://" in self.source_path:
             return self.source_path
@@ -62,11 +70,22 @@ class Settings:
 
     def table_path(self, name: str) -> str:
         """Where table `name` lives; names are fixed identifiers, never user input."""
-        if not name.replace("_", "").isalnum():
-            raise SettingsError(f"table name {name!r} is not a plain identifier")
-        if "://" in self.warehouse:
-            return self.warehouse.rstrip("/") + "/" + name
-        return str(self.warehouse_path / name)
+        try:
+            check_identifier(name, "table name")
+        except ValueError as exc:
+            raise SettingsError(str(exc)) from None
+        return f"{self.warehouse_root}/{name}"
+
+    @property
+    def session_lookback(self) -> timedelta:
+        """How far before a load hour a touched session's earlier events are looked up."""
+        return timedelta(days=self.session_lookback_days)
+
+    @property
+    def duplicate_lookback(self) -> timedelta:
+        """How far before a load hour an earlier copy of one of its events can have been loaded:
+        a copy sent later than days_late_allowed after creation is rejected anyway."""
+        return timedelta(days=self.days_late_allowed + 1)
 
     @property
     def grace(self) -> timedelta:
@@ -157,8 +176,6 @@ def _at_least(name: str, value: float, minimum: float) -> None:
 
 
 def _fixed_duration(name: str, text: str) -> timedelta:
-    from incremental_assets.planning.windows import parse_duration
-
     try:
         duration = parse_duration(text)
         result = duration.to_timedelta()
@@ -247,25 +264,14 @@ def _parse_date_or_none(name: str, value: Any) -> date | None:
     return parse_utc_datetime(name, value).date()
 
 
-_PARSERS = {
-    "start_date": parse_utc_datetime,
-    "backfill_limit_days": _parse_int,
-    "lookback_window_hours": _parse_float,
-    "max_session_days": _parse_int,
-    "days_late_allowed": _parse_int,
-    "session_lookback_days": _parse_int,
-    "reprocess_days": _parse_int,
-    "min_rows_to_process": _parse_int,
-    "app_ids": _parse_list,
-    "event_names": _parse_list,
-    "run_type": _parse_str,
-    "attributes_as_of": _parse_date_or_none,
-    "grace_period": _parse_str,
-    "abstinent_period": _parse_str,
-    "warehouse": _parse_str,
-    "source_path": _parse_str,
-    "table_engine": _parse_str,
-    "auto_resolve_failures": _parse_bool,
-    "sensor_interval_seconds": _parse_int,
-    "max_lock_age_hours": _parse_float,
+# How a raw value (environment text, Dagster config) becomes each field's type.
+_PARSER_BY_TYPE: dict[Any, Callable[[str, Any], Any]] = {
+    datetime: parse_utc_datetime,
+    int: _parse_int,
+    float: _parse_float,
+    bool: _parse_bool,
+    str: _parse_str,
+    tuple[str, ...]: _parse_list,
+    date | None: _parse_date_or_none,
 }
+_PARSERS = {name: _PARSER_BY_TYPE[kind] for name, kind in typing.get_type_hints(Settings).items()}

@@ -15,6 +15,8 @@ needs no Spark and works on any storage where Delta commits are atomic.
 from __future__ import annotations
 
 import json
+import os
+import socket
 import time
 import uuid
 from dataclasses import dataclass
@@ -23,18 +25,21 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, write_deltalake
-from deltalake.exceptions import CommitFailedError, TableNotFoundError
+from deltalake.exceptions import CommitFailedError
 
+from incremental_assets.names import PROCESSING_MANIFEST
 from incremental_assets.planning.processing_manifest import (
     ItemStatus,
     ManifestError,
     Record,
     State,
     check_append,
+    group_by_item,
     item_status,
+    open_lock,
 )
+from resources.tables.delta_log import load_table, scan_arrow
 
-MANIFEST_TABLE = "processing_manifest"
 OPERATOR = "operator"
 COMPACT_EVERY = 50  # commits between compactions of the manifest table
 AUTO_RELEASE = "auto-release"
@@ -83,9 +88,7 @@ class ItemState:
 
     @property
     def open_lock(self) -> Record | None:
-        if self.status is ItemStatus.LOCKED:
-            return next(r for r in reversed(self.records) if r.state is State.PROCESSING)
-        return None
+        return open_lock(self.records) if self.status is ItemStatus.LOCKED else None
 
 
 # Returns why a run no longer holds its locks ("run finished with status FAILURE"), or None
@@ -98,16 +101,29 @@ class ManifestStore:
         self.path = table_path
         self.max_attempts = max_attempts
 
+    @classmethod
+    def of(cls, settings) -> "ManifestStore":
+        """The manifest of the warehouse these settings name."""
+        return cls(settings.table_path(PROCESSING_MANIFEST))
+
     # -- reading ------------------------------------------------------------------
     def _snapshot(self, items: Iterable[str] | None = None) -> tuple[int, list[Record]]:
         """The table version and its records (only those of `items`, when given), in log order."""
-        try:
-            table = DeltaTable(self.path)
-        except TableNotFoundError:
+        table = load_table(self.path)
+        if table is None:
             return -1, []
-        data = table.to_pyarrow_table(filters=[("item_id", "in", sorted(set(items)))] if items else None)
+        data = scan_arrow(table, predicate=_item_predicate(items) if items else None)
         rows = sorted(data.to_pylist(), key=lambda r: (r["seq"], r["seq_index"]))
         return table.version(), [_record_from_row(r) for r in rows]
+
+    def version(self) -> int:
+        """The table's version; -1 before the first record."""
+        table = load_table(self.path)
+        return -1 if table is None else table.version()
+
+    def snapshot(self) -> "ManifestSnapshot":
+        """Every record read once, for decisions that must all see the same records."""
+        return ManifestSnapshot(self.path)
 
     def records(self, items: Iterable[str] | None = None) -> list[Record]:
         wanted = None if items is None else list(items)
@@ -262,11 +278,28 @@ class ManifestStore:
         return self._commit([item], build)[-1]
 
 
+class ManifestSnapshot(ManifestStore):
+    """The manifest's records read once (at the first read); later reads filter them."""
+
+    def __init__(self, path: str):
+        super().__init__(path)
+        self._all: list[Record] | None = None
+
+    def records(self, items=None) -> list[Record]:
+        if self._all is None:
+            self._all = super().records()
+        wanted = set(items) if items is not None else None
+        return [r for r in self._all if wanted is None or r.item_id in wanted]
+
+
+def _item_predicate(items: Iterable[str]) -> str:
+    quoted = ", ".join("'" + item.replace("'", "''") + "'" for item in sorted(set(items)))
+    return f'"item_id" IN ({quoted})'
+
+
 def _states(records: Sequence[Record]) -> dict[str, ItemState]:
-    by_item: dict[str, list[Record]] = {}
-    for record in records:
-        by_item.setdefault(record.item_id, []).append(record)
-    return {item: ItemState(item, item_status(recs), tuple(recs)) for item, recs in by_item.items()}
+    return {item: ItemState(item, item_status(recs), tuple(recs))
+            for item, recs in group_by_item(records).items()}
 
 
 def _check_sequence(existing: Sequence[Record], new_records: Sequence[Record]) -> None:
@@ -310,5 +343,50 @@ def _fmt(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S UTC") if value else "an unknown time"
 
 
+# -- locks: who holds one, and when it is abandoned ---------------------------------------------
+
 def lock_age(record: Record, now: datetime) -> timedelta:
     return now - record.recorded_at if record.recorded_at else timedelta(0)
+
+
+def claiming_process() -> dict:
+    """What a PROCESSING record stores of the process that claims: host and pid."""
+    return {"host": socket.gethostname(), "pid": os.getpid()}
+
+
+def _process_gone(lock: Record) -> str | None:
+    """The lock's process ran on this host and no longer exists (killed, crashed)."""
+    payload = lock.payload or {}
+    if payload.get("host") != socket.gethostname() or not payload.get("pid"):
+        return None
+    try:
+        os.kill(int(payload["pid"]), 0)
+    except ProcessLookupError:
+        return f"its process {payload['pid']} on {payload['host']} is gone"
+    except PermissionError:
+        return None  # alive, owned by someone else
+    return None
+
+
+def abandoned_lock_check(instance, max_lock_age_hours: float, now: datetime | None = None) -> RunFinishedCheck:
+    """Why a lock's run no longer holds it; None while it may still be running.
+
+    Abandoned: the Dagster instance reports the run finished (failed, canceled, ...), or the
+    claiming process on this host is gone (a killed in-process run stays STARTED in Dagster),
+    or the run is unknown to this instance and the lock is older than max_lock_age_hours.
+    """
+    def check(lock: Record) -> str | None:
+        run = instance.get_run_by_id(lock.run_id) if instance is not None else None
+        if run is not None and run.is_finished:
+            return f"run {lock.run_id} finished with status {run.status.value}"
+        gone = _process_gone(lock)
+        if gone:
+            return f"run {lock.run_id}: {gone}"
+        if run is not None:
+            return None
+        age = lock_age(lock, now or datetime.now(timezone.utc))
+        if age.total_seconds() > max_lock_age_hours * 3600:
+            return (f"run {lock.run_id} is unknown to this Dagster instance and its lock is "
+                    f"{age.total_seconds() / 3600:.1f} h old")
+        return None
+    return check

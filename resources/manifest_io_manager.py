@@ -14,11 +14,9 @@ releases it and rewrites the same range (writes are idempotent), so nothing is l
 
 
 import contextlib
-import os
 import re
-import socket
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import timezone
 from typing import Any, Iterator, Sequence
 
 from dagster import (
@@ -29,8 +27,8 @@ from dagster import (
     ResourceDependency,
 )
 
-from incremental_assets.planning.processing_manifest import Record, State
-from resources.manifest import item_id, lock_age, split_item_id
+from incremental_assets.planning.processing_manifest import State
+from resources.manifest import abandoned_lock_check, claiming_process, item_id, split_item_id
 from resources.warehouse import WarehouseResource
 
 
@@ -68,48 +66,6 @@ def partition_items(context, name: str) -> list[str]:
     return [item_id(name, None)]
 
 
-def _claiming_process() -> dict:
-    return {"host": socket.gethostname(), "pid": os.getpid()}
-
-
-def _process_gone(lock: Record) -> str | None:
-    """The lock's process ran on this host and no longer exists (killed, crashed)."""
-    payload = lock.payload or {}
-    if payload.get("host") != socket.gethostname() or not payload.get("pid"):
-        return None
-    try:
-        os.kill(int(payload["pid"]), 0)
-    except ProcessLookupError:
-        return f"its process {payload['pid']} on {payload['host']} is gone"
-    except PermissionError:
-        return None  # alive, owned by someone else
-    return None
-
-
-def run_finished_check(instance, max_lock_age_hours: float):
-    """Why a lock's run no longer holds it; None while it may still be running.
-
-    Abandoned: Dagster reports the run finished (failed, canceled, ...), or the claiming
-    process on this host is gone (a killed in-process run stays STARTED in Dagster), or the
-    run is unknown to this instance and the lock is older than max_lock_age_hours.
-    """
-    def check(lock: Record) -> str | None:
-        run = instance.get_run_by_id(lock.run_id) if instance is not None else None
-        if run is not None and run.is_finished:
-            return f"run {lock.run_id} finished with status {run.status.value}"
-        gone = _process_gone(lock)
-        if gone:
-            return f"run {lock.run_id}: {gone}"
-        if run is not None:
-            return None
-        age = lock_age(lock, datetime.now(timezone.utc))
-        if age.total_seconds() > max_lock_age_hours * 3600:
-            return (f"run {lock.run_id} is unknown to this Dagster instance and its lock is "
-                    f"{age.total_seconds() / 3600:.1f} h old")
-        return None
-    return check
-
-
 @contextlib.contextmanager
 def claimed(context, warehouse: WarehouseResource) -> Iterator[list[str]]:
     """Claim this step's manifest items for the run; record FAILED if the body raises."""
@@ -117,9 +73,9 @@ def claimed(context, warehouse: WarehouseResource) -> Iterator[list[str]]:
     items = partition_items(context, name)
     manifest = warehouse.manifest
     manifest.claim(items, application=name, run_id=context.run_id,
-                   run_finished=run_finished_check(context.instance, warehouse.settings.max_lock_age_hours),
+                   run_finished=abandoned_lock_check(context.instance, warehouse.settings.max_lock_age_hours),
                    auto_resolve_failures=warehouse.settings.auto_resolve_failures,
-                   payload={"partition_keys": _key_range(items), **_claiming_process()})
+                   payload={"partition_keys": _key_range(items), **claiming_process()})
     try:
         yield items
     except BaseException as exc:

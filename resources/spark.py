@@ -16,10 +16,12 @@ from __future__ import annotations
 import os
 import threading
 import time
+from datetime import timezone
 from pathlib import Path
 from typing import Any, Mapping
 
 from dagster_pyspark import LazyPySparkResource
+from pyspark.sql import SparkSession
 
 _LOCK = threading.Lock()
 _LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties").as_uri()
@@ -87,8 +89,6 @@ def get_spark(overrides: Mapping[str, Any] | None = None):
     Settings given after the session exists are applied only where Spark allows it
     at runtime (SQL settings); a second session is never started.
     """
-    from pyspark.sql import SparkSession
-
     # PySpark turns collected timestamps into naive datetimes in the *process* time zone;
     # UTC everywhere makes those values mean the same instants the tables hold.
     if os.environ.get("TZ") != "UTC":
@@ -122,8 +122,6 @@ class SparkResource(LazyPySparkResource):
 
 def as_utc(value):
     """A datetime collected from Spark (naive, UTC) as a timezone-aware UTC datetime."""
-    from datetime import timezone
-
     if value is None or value.tzinfo is not None:
         return value
     return value.replace(tzinfo=timezone.utc)

@@ -6,15 +6,15 @@ validated like everything else: a bad value fails before anything is read or wri
 """
 
 
-from datetime import datetime, timezone
 from typing import Any, Optional
 
 from dagster import ConfigurableResource, InitResourceContext, ResourceDependency
 from pydantic import PrivateAttr
 
 from incremental_assets.settings import Settings
-from resources.manifest import MANIFEST_TABLE, ManifestStore
+from resources.manifest import ManifestStore
 from resources.spark import SparkResource
+from resources.tables import TableStore, table_store
 
 
 class WarehouseResource(ConfigurableResource):
@@ -64,18 +64,11 @@ class WarehouseResource(ConfigurableResource):
         return self.pyspark.spark_session
 
     @property
-    def tables(self):
+    def tables(self) -> TableStore:
         if self._tables is None:
-            from resources.tables import table_store
-
-            self._tables = table_store(self.spark, str(self.settings.warehouse_path)
-                                       if "://" not in self.settings.warehouse else self.settings.warehouse,
-                                       self.settings.table_engine)
+            self._tables = table_store(self.spark, self.settings.warehouse_root, self.settings.table_engine)
         return self._tables
 
     @property
     def manifest(self) -> ManifestStore:
-        return ManifestStore(self.settings.table_path(MANIFEST_TABLE))
-
-    def now(self) -> datetime:
-        return datetime.now(timezone.utc)
+        return ManifestStore.of(self.settings)

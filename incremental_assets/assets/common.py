@@ -6,8 +6,7 @@ from typing import Any
 
 from dagster import MetadataValue, TableColumn, TableSchema
 
-RUN_STATE_TAG = "incremental/run_state"
-RUN_LIMITS_TAG = "incremental/limits"
+from incremental_assets.names import RUN_LIMITS_TAG, RUN_STATE_TAG
 
 
 def run_state_metadata(context) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from pyspark.sql import functions as F
 
 from incremental_assets.assets.common import run_state_metadata, schema_metadata
 from incremental_assets.assets.hourly import filtered_events, sessions_lifecycle_manifest
+from incremental_assets.names import DAILY_MANIFEST
 from incremental_assets.partitions import LOAD_SETTINGS, daily_partitions, filtered_hours_of_day, single_run
 from incremental_assets.transforms.attributes import (
     WINDOW_METRICS,
@@ -19,8 +20,6 @@ from incremental_assets.transforms.daily_aggregates import daily_aggregates as d
 from incremental_assets.transforms.daily_aggregates import rows_by_day
 from resources.manifest_io_manager import TableOutput, TableWrite, claimed
 from resources.warehouse import WarehouseResource
-
-DAILY_MANIFEST = "daily_aggregation_manifest"
 
 
 @asset(

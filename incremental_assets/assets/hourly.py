@@ -5,20 +5,21 @@ partition and a month-long backfill are the same code path.
 """
 
 
-from datetime import timedelta
-
 from dagster import AssetExecutionContext, AssetIn, asset
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from incremental_assets.assets.common import RUN_LIMITS_TAG, run_state_metadata, schema_metadata
+from incremental_assets.assets.common import run_state_metadata, schema_metadata
+from incremental_assets.names import FILTERED_COUNTS, REJECTED_EVENTS, RUN_LIMITS_TAG
 from incremental_assets.partitions import hourly_partitions, single_run
 from incremental_assets.sources.reader import read_source
 from incremental_assets.transforms.base_events import base_events as base_events_transform
-from incremental_assets.transforms.filtered_events import FILTERED_COUNTS, rows_by_load_hour_and_day
 from incremental_assets.transforms.filtered_events import filtered_events as filtered_transform
+from incremental_assets.transforms.filtered_events import rows_by_load_hour_and_day
 from incremental_assets.transforms.sessions import (
     quarantined_sessions as quarantined_transform,
+)
+from incremental_assets.transforms.sessions import (
     session_lifecycle,
     sessions_needing_update,
 )
@@ -49,15 +50,14 @@ def base_events(context: AssetExecutionContext, warehouse: WarehouseResource) ->
     with claimed(context, warehouse):
         settings = warehouse.settings
         window = context.partition_time_window
-        # Earlier copies of a duplicate can only have been loaded within the late-send limit.
-        lookback = timedelta(days=settings.days_late_allowed + 1)
+        lookback = settings.duplicate_lookback
         tables, source = warehouse.tables, settings.source
         result = base_events_transform(read_source(tables, source, window.start, window.end),
                                        read_source(tables, source, window.start - lookback, window.start),
                                        window_start=window.start, window_end=window.end,
                                        days_late_allowed=settings.days_late_allowed,
                                        app_ids=settings.app_ids)
-        rejected = TableWrite("rejected_events", result.rejected, "replace_range",
+        rejected = TableWrite(REJECTED_EVENTS, result.rejected, "replace_range",
                               range_column="load_hour_tstamp")
         return TableOutput(df=result.events, side_tables=[rejected],
                            metadata={**run_state_metadata(context), **schema_metadata(result.events)},
@@ -83,7 +83,7 @@ def sessions_lifecycle_manifest(context: AssetExecutionContext, warehouse: Wareh
         to_update = sessions_needing_update(base_events, stored,
                                             max_session_days=settings.max_session_days).cache()
         oldest = as_utc(to_update.agg(F.min("scan_from")).first()[0])
-        floor = window.start - timedelta(days=settings.session_lookback_days)
+        floor = window.start - settings.session_lookback
         scan_from = max(oldest, floor) if oldest is not None else window.start
         events = tables.read_range("base_events", "load_tstamp", scan_from, None).join(
             to_update.select("domain_sessionid"), "domain_sessionid", "left_semi")
@@ -135,4 +135,4 @@ def filtered_events(context: AssetExecutionContext, warehouse: WarehouseResource
                            payload=_window_payload(context))
 
 
-HOURLY_ASSETS = [base_events, sessions_lifecycle_manifest, quarantined_sessions, filtered_events]
+HOURLY_ASSET_DEFS = [base_events, sessions_lifecycle_manifest, quarantined_sessions, filtered_events]

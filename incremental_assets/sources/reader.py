@@ -10,10 +10,11 @@ from __future__ import annotations
 import os
 from datetime import datetime, timedelta
 
+from deltalake import DeltaTable
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from incremental_assets.sources.schema import conform_to_atomic
+from incremental_assets.sources.schema import conform_to_atomic, load_time
 
 
 class SourceError(RuntimeError):
@@ -21,16 +22,10 @@ class SourceError(RuntimeError):
 
 
 def is_delta_table(path: str) -> bool:
-    from deltalake import DeltaTable
-
     try:
         return DeltaTable.is_deltatable(path)
     except Exception:  # noqa: BLE001 - unreachable storage reads as "not a Delta table"
         return False
-
-
-def load_time_column():
-    return F.coalesce(F.col("load_tstamp"), F.col("collector_tstamp"))
 
 
 def read_source(tables, path: str, load_start: datetime | None = None,
@@ -52,15 +47,13 @@ def read_source(tables, path: str, load_start: datetime | None = None,
             raise SourceError(f"source at {path!r} is neither a Delta table nor readable Parquet: {exc}") from exc
     df = conform_to_atomic(df)
     if load_start is not None:
-        df = df.where(load_time_column() >= F.lit(load_start))
+        df = df.where(load_time() >= F.lit(load_start))
     if load_end is not None:
-        df = df.where(load_time_column() < F.lit(load_end))
+        df = df.where(load_time() < F.lit(load_end))
     return df
 
 
 def _read_delta(tables, path: str, load_start, load_end) -> DataFrame:
-    from deltalake import DeltaTable
-
     if "load_date" not in DeltaTable(path).metadata().partition_columns:
         # Without the load_date partition every file is read; the load-time filter follows.
         return tables.read_path_range(path, "load_tstamp", None, None)

@@ -4,9 +4,11 @@ Column names and types follow Snowplow's `atomic.events` table. Only the columns
 reads (plus a few commonly used neighbours) are typed here; any other column a source carries
 (context JSON, tracker versions, ...) is kept as it is, after the typed ones.
 
-`load_date` is not a Snowplow column: it is the source table's partition column,
-`to_date(coalesce(load_tstamp, collector_tstamp))` in UTC, so a reader of one load hour
-opens one partition.
+A row's *load time* places it in a load hour: its `load_tstamp`, or its `collector_tstamp`
+when it has none (such a row still belongs to some hour, so that it is rejected there with a
+reason instead of vanishing). `load_date` is not a Snowplow column: it is the source table's
+partition column, the UTC day of the load time, so a reader of one load hour opens one
+partition.
 """
 
 from __future__ import annotations
@@ -119,9 +121,14 @@ REQUIRED_COLUMNS: tuple[str, ...] = (
 PARTITION_COLUMN = "load_date"
 
 
-def load_date_of(load_tstamp: Column, collector_tstamp: Column) -> Column:
-    """The partition value of an event: its load day, or its collector day when never loaded."""
-    return F.to_date(F.coalesce(load_tstamp, collector_tstamp))
+# The load time rule as SQL text too, so that the benchmark's DuckDB reference uses the same rule.
+LOAD_TIME_SQL = "coalesce(load_tstamp, collector_tstamp)"
+
+
+def load_time(load_tstamp: Column | None = None, collector_tstamp: Column | None = None) -> Column:
+    """A row's load time (LOAD_TIME_SQL), from its columns or from the given expressions."""
+    return F.coalesce(F.col("load_tstamp") if load_tstamp is None else load_tstamp,
+                      F.col("collector_tstamp") if collector_tstamp is None else collector_tstamp)
 
 
 def require_utc_session(df: DataFrame) -> None:
@@ -167,7 +174,7 @@ def conform_to_atomic(df: DataFrame) -> DataFrame:
             typed[field.name] = _conformed(F.col(field.name), source_types[field.name], field.dataType)
         else:
             typed[field.name] = F.lit(None).cast(field.dataType)
-    typed[PARTITION_COLUMN] = load_date_of(typed["load_tstamp"], typed["collector_tstamp"])
+    typed[PARTITION_COLUMN] = F.to_date(load_time(typed["load_tstamp"], typed["collector_tstamp"]))
 
     extras = [name for name in df.columns if name not in typed]
     return df.select(

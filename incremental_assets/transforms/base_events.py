@@ -15,8 +15,8 @@ from datetime import datetime
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-# Checked in this order; a row is rejected for the first one that fails.
-REQUIRED_COLUMNS = ("event_id", "domain_userid", "domain_sessionid", "derived_tstamp", "load_tstamp")
+from incremental_assets.sources.schema import REQUIRED_COLUMNS, load_time
+
 # An event cannot be loaded before it happened; a day of slack absorbs clock skew.
 MAX_FUTURE_SKEW_HOURS = 24
 REJECTED_EXTRA_COLUMNS = ("reject_reason", "load_hour_tstamp")
@@ -26,15 +26,6 @@ REJECTED_EXTRA_COLUMNS = ("reject_reason", "load_hour_tstamp")
 class BaseEventsResult:
     events: DataFrame  # valid, deduplicated events loaded in the window
     rejected: DataFrame  # source rows of the window that failed validation, with a reason
-
-
-def load_time(df: DataFrame):
-    """The time that places a row in a load window: load_tstamp, or collector_tstamp without it.
-
-    A row with a null load_tstamp still belongs to some hour, so that it can be rejected
-    there with a reason instead of vanishing.
-    """
-    return F.coalesce(F.col("load_tstamp"), F.col("collector_tstamp"))
 
 
 def reject_reason(*, days_late_allowed: int):
@@ -48,6 +39,7 @@ def reject_reason(*, days_late_allowed: int):
     )
     in_future = F.col("derived_tstamp") > F.col("load_tstamp") + F.make_interval(
         hours=F.lit(MAX_FUTURE_SKEW_HOURS))
+    # Checked in this order; a row is rejected for the first one that fails.
     checks = [(F.col(c).isNull(), f"null {c}") for c in REQUIRED_COLUMNS]
     checks.append((in_future, "derived_tstamp after load_tstamp"))
     checks.append((sent_too_late, "sent_too_late"))
@@ -75,7 +67,7 @@ def base_events(window_rows: DataFrame, earlier_rows: DataFrame, *, window_start
 
     rows = usable(window_rows)
     rejected = rows.where(F.col("reject_reason").isNotNull()).withColumn(
-        "load_hour_tstamp", F.date_trunc("hour", load_time(rows)))
+        "load_hour_tstamp", F.date_trunc("hour", load_time()))
 
     valid = rows.where(F.col("reject_reason").isNull()).drop("reject_reason")
     first_copy = Window.partitionBy("event_id").orderBy(

@@ -35,9 +35,6 @@ def filtered_events(base: DataFrame, lifecycle: DataFrame, *, event_names: tuple
     return rows.where(within_limit).withColumn("event_date", F.to_date("derived_tstamp"))
 
 
-FILTERED_COUNTS = "filtered_events_counts"
-
-
 def rows_by_load_hour_and_day(filtered: DataFrame) -> DataFrame:
     """Filtered row counts by (load hour, event_date): the input of planning.late_days."""
     return filtered.groupBy(

@@ -14,9 +14,7 @@ from deltalake import write_deltalake
 
 from incremental_assets import checks
 from incremental_assets.planning.processing_manifest import State
-from incremental_assets.runs import manifest_for
-from incremental_assets.settings import Settings
-from resources.manifest import item_id
+from resources.manifest import ManifestStore, item_id
 from resources.spark import SparkResource
 from resources.warehouse import WarehouseResource
 
@@ -81,7 +79,7 @@ def lock_results(warehouse) -> dict:
 
 
 def test_a_lock_older_than_max_lock_age_hours_is_a_warning(warehouse, monkeypatch):
-    manifest = manifest_for(warehouse.settings)
+    manifest = ManifestStore.of(warehouse.settings)
     item = item_id("base_events", "2026-01-05-03:00")
     manifest.claim([item], application="base_events", run_id="hung-run", run_finished=lambda lock: None)
     fresh = lock_results(warehouse)

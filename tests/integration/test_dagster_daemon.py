@@ -15,12 +15,14 @@ import socket
 import subprocess
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 import requests
 from deltalake import DeltaTable
+
+from tests.delta_reads import read_pandas, read_table
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -28,9 +30,13 @@ REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 HOURLY = ["base_events", "sessions_lifecycle_manifest", "quarantined_sessions", "filtered_events"]
 SPARK_CONF = "spark.master=local[1];spark.ui.enabled=false;spark.sql.shuffle.partitions=1;spark.driver.memory=1g"
-# Closed load hours just before now (T0 .. T0 + 9 h), so that the sensor's run stays short;
-# partitions start on T0's day.
+# The daemon's sensor runs on the real clock: the test uses the ten closed load hours just
+# before now (T0 .. T0 + 9 h), and partitions start on T0's day. Its events are one fixed
+# generated sample whose hours SAMPLE_HOUR_0 .. + 9 h all hold valid loads, moved in time so
+# that those hours become T0 .. T0 + 9 h: the same data, whatever the hour the test runs at.
 T0 = datetime.now(timezone.utc).replace(minute=0, second=0, microsecond=0) - timedelta(hours=10)
+SAMPLE_START = date(2026, 1, 4)
+SAMPLE_HOUR_0 = datetime(2026, 1, 6, tzinfo=timezone.utc)
 PHASE_SECONDS = 420
 
 
@@ -76,12 +82,25 @@ def deployment(tmp_path):
             "warehouse": tmp_path / "warehouse", "source": tmp_path / "source"}
 
 
+def moved_in_time(events, delta: timedelta):
+    """Every timestamp of every event moved by `delta` (whole seconds), load_date recomputed."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import TimestampType
+
+    from incremental_assets.sources.schema import PARTITION_COLUMN, load_time
+
+    shift = F.expr(f"make_dt_interval(0, 0, 0, {int(delta.total_seconds())})")
+    moved = events.select(*[(F.col(f.name) + shift).alias(f.name) if isinstance(f.dataType, TimestampType)
+                            else F.col(f.name) for f in events.schema.fields])
+    return moved.withColumn(PARTITION_COLUMN, F.to_date(load_time()))
+
+
 @pytest.fixture(scope="module")
 def events(spark):
     from incremental_assets.sources.generator import generate_events_df
 
-    # Events from the day before T0's to the day after: loads outside the hours used here are left out.
-    return generate_events_df(spark, events=900, days=3, start=(T0 - timedelta(days=1)).date(), seed=9).cache()
+    sample = generate_events_df(spark, events=900, days=3, start=SAMPLE_START, seed=9)
+    return moved_in_time(sample, T0 - SAMPLE_HOUR_0).cache()
 
 
 def write_loads(events, source: Path, start: datetime, end: datetime) -> int:
@@ -190,7 +209,7 @@ def runs_of(instance, job_name: str, status=None, tags=None):
 
 
 def test_a_graphql_backfill_then_the_sensors_in_the_daemon(deployment, events, monkeypatch):
-    from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
+    from dagster import AssetKey, DagsterInstance, RunsFilter
     from dagster._core.execution.backfill import BulkActionStatus
     from pyspark.sql import functions as F
 
@@ -223,7 +242,7 @@ def test_a_graphql_backfill_then_the_sensors_in_the_daemon(deployment, events, m
         assert instance.get_materialized_partitions(AssetKey("filtered_events")) >= {hour_key(h) for h in range(6)}
         record = instance.fetch_materializations(AssetKey("base_events"), limit=1).records[0]
         assert {"rows_written", "table_version", "run_limits"} <= set(record.asset_materialization.metadata)
-        base = DeltaTable(str(warehouse / "base_events")).to_pandas(columns=["event_id", "load_tstamp"])
+        base = read_pandas(warehouse / "base_events", ["event_id", "load_tstamp"])
         # The backfill's first hour with valid loads is in base_events (hour 0 itself can be
         # empty: the sample's load rate follows the time of day T0 falls on).
         backfilled = events.where((F.col("load_tstamp") >= F.lit(hour(0))) & (F.col("load_tstamp") < F.lit(hour(6))))
@@ -232,7 +251,7 @@ def test_a_graphql_backfill_then_the_sensors_in_the_daemon(deployment, events, m
             .agg(F.unix_timestamp(F.min("load_tstamp"))).first()[0], timezone.utc)
         first_hour_end = first_valid_load.replace(minute=0, second=0) + timedelta(hours=1)
         assert base.event_id.is_unique and base.load_tstamp.min() < first_hour_end
-        assert DeltaTable(str(warehouse / "filtered_events")).to_pyarrow_table().num_rows > 0
+        assert read_table(warehouse / "filtered_events").num_rows > 0
 
         # Meanwhile late_days_sensor planned the backfill's event days ...
         assert wait_for("the daily run planned after the backfill", lambda: runs_of(

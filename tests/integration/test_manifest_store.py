@@ -12,8 +12,7 @@ import threading
 import pytest
 
 from incremental_assets.planning.processing_manifest import ItemStatus, State
-from resources.manifest import ItemFailLockedError, ItemLockedError, ManifestError, ManifestStore
-from resources.manifest_io_manager import run_finished_check
+from resources.manifest import ItemFailLockedError, ItemLockedError, ManifestError, ManifestStore, abandoned_lock_check
 
 ITEMS = ["base_events/2026-01-05-00:00", "base_events/2026-01-05-01:00"]
 
@@ -77,7 +76,7 @@ def test_a_lock_whose_process_is_gone_counts_as_abandoned(store):
                           text=True).stdout.strip()
     store.claim(ITEMS[:1], application="base_events", run_id="killed", run_finished=never_finished,
                 payload={"host": socket.gethostname(), "pid": int(dead)})
-    check = run_finished_check(instance=None, max_lock_age_hours=6)
+    check = abandoned_lock_check(instance=None, max_lock_age_hours=6)
     lock = store.states()[ITEMS[0]].open_lock
     assert "is gone" in check(lock)
     alive = dataclasses.replace(lock, payload={"host": socket.gethostname(), "pid": os.getpid()})

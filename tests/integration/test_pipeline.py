@@ -11,7 +11,8 @@ from datetime import date, datetime, timedelta, timezone
 
 import pandas as pd
 import pytest
-from deltalake import DeltaTable
+
+from tests.delta_reads import read_pandas
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -55,7 +56,7 @@ def use_warehouse(monkeypatch, lake, warehouse, **extra):
 
 
 def table(warehouse, name: str, keys: list[str]) -> pd.DataFrame:
-    df = DeltaTable(f"{warehouse}/{name}").to_pandas()
+    df = read_pandas(f"{warehouse}/{name}")
     return df.sort_values(keys).reset_index(drop=True)
 
 
@@ -65,7 +66,7 @@ def quiet(*_):
 
 @pytest.fixture(scope="module")
 def rebuilt(lake, instance, tmp_path_factory):
-    from incremental_assets.runs import backfill
+    from incremental_assets.runner import backfill
 
     warehouse = tmp_path_factory.mktemp("rebuilt")
     with pytest.MonkeyPatch.context() as mp:
@@ -77,7 +78,7 @@ def rebuilt(lake, instance, tmp_path_factory):
 
 
 def run_incrementally(lake, instance, warehouse, times, **extra):
-    from incremental_assets.runs import run_until
+    from incremental_assets.runner import run_until
 
     with pytest.MonkeyPatch.context() as mp:
         use_warehouse(mp, lake, warehouse, **extra)
@@ -120,7 +121,7 @@ def test_base_events_has_each_event_once_and_rejects_are_explained(rebuilt):
 
 
 def test_rerunning_a_range_changes_no_output_table(lake, instance, rebuilt):
-    from incremental_assets.runs import backfill
+    from incremental_assets.runner import backfill
 
     names = {"base_events": ["event_id"], "filtered_events": ["event_id"], "daily_aggregates": DAILY_KEYS,
              "attributes": ["domain_userid"], "daily_aggregation_manifest": ["event_date"]}
@@ -151,7 +152,7 @@ def test_with_small_settings_every_filtered_row_is_aggregated_or_pending(lake, i
         volatile = [c for c in ("last_rebuilt_at", "last_rebuilt_run_id") if c in after.columns]
         pd.testing.assert_frame_equal(after.drop(columns=volatile), snapshot[name].drop(columns=volatile),
                                       check_dtype=False, obj=name)
-    filtered = DeltaTable(f"{tmp_path}/filtered_events").to_pandas(columns=["event_date"])
+    filtered = read_pandas(f"{tmp_path}/filtered_events", ["event_date"])
     total = filtered.groupby("event_date").size()
     manifest = table(tmp_path, "daily_aggregation_manifest", ["event_date"]).set_index("event_date")
     daily = table(tmp_path, "daily_aggregates", DAILY_KEYS).groupby("event_date")["events"].sum()

@@ -14,12 +14,14 @@ import pytest
 from dagster import DagsterRunStatus, build_sensor_context, instance_for_test
 from deltalake import DeltaTable, write_deltalake
 
-from incremental_assets import sensors
-from incremental_assets.definitions import defs
+from incremental_assets.automation import hourly_sensor, late_days_sensors
+from incremental_assets.definitions import defs, warehouse
+from incremental_assets.names import HOURLY_ASSETS, PLAN_TAG, RANGE_END_TAG, RANGE_START_TAG
 from incremental_assets.planning.processing_manifest import State
-from incremental_assets.runs import HOURLY_MODELS, RANGE_END_TAG, RANGE_START_TAG, manifest_for
 from incremental_assets.settings import Settings
-from resources.manifest import item_id
+from incremental_assets.sources.load_hours import file_hours
+from resources.manifest import ManifestStore, item_id
+from tests.delta_reads import read_pandas
 
 DAY = datetime(2026, 1, 5, tzinfo=timezone.utc)
 H = timedelta(hours=1)
@@ -58,18 +60,19 @@ def add_loads(source, *loads: datetime) -> None:
 
 def mark_processed(first: datetime, end: datetime, run_id: str = "run-1") -> None:
     """What a successful hourly run leaves in the manifest for load hours [first, end)."""
-    manifest = manifest_for(Settings.load())
+    manifest = ManifestStore.of(Settings.load())
     hours = [first + i * H for i in range(int((end - first) / H))]
-    items = [item_id(model, key(h)) for model in HOURLY_MODELS for h in hours]
+    items = [item_id(model, key(h)) for model in HOURLY_ASSETS for h in hours]
     manifest.claim(items, application="test", run_id=run_id, run_finished=lambda lock: None)
     manifest.close(items, run_id=run_id, state=State.PROCESSED, application="test",
                    payload={"load_window_start": first.isoformat(), "load_window_end": end.isoformat()})
 
 
 def tick(instance, monkeypatch, now: datetime, cursor: str | None):
-    monkeypatch.setattr(sensors, "utc_now", lambda: now)
-    context = build_sensor_context(instance=instance, cursor=cursor, definitions=defs)
-    return sensors.hourly_load_sensor.evaluate_tick(context)
+    monkeypatch.setattr(hourly_sensor, "utc_now", lambda: now)
+    with build_sensor_context(instance=instance, cursor=cursor, definitions=defs,
+                              resources={"warehouse": warehouse}) as context:
+        return hourly_sensor.hourly_load_sensor.evaluate_tick(context)
 
 
 def hours_of(result) -> tuple[str, str]:
@@ -138,7 +141,7 @@ def test_hours_processed_elsewhere_are_not_relaunched(env, monkeypatch):
 def test_a_fail_locked_hour_stops_the_sensor_with_the_way_out(env, monkeypatch):
     source, instance = env
     add_loads(source, at(0.5), at(1.5))
-    manifest = manifest_for(Settings.load())
+    manifest = ManifestStore.of(Settings.load())
     item = item_id("base_events", key(at(1)))
     manifest.claim([item], application="base_events", run_id="bad-run", run_finished=lambda lock: None)
     manifest.close([item], run_id="bad-run", state=State.FAILED, application="base_events",
@@ -172,11 +175,11 @@ def test_waits_while_an_hourly_run_is_in_progress_and_never_relaunches_a_run_key
 def test_hours_of_files_without_load_tstamp_statistics_come_from_the_load_date_partition():
     day = date(2026, 1, 5)
     start = datetime(2026, 1, 5, tzinfo=timezone.utc)
-    assert sensors._file_hours(day, None, None, None, None, None) == (start, start + 23 * H)
-    assert sensors._file_hours(day, at(1.2), at(2.7), 0, None, None) == (at(1), at(2))
+    assert file_hours(day, None, None, None, None, None) == (start, start + 23 * H)
+    assert file_hours(day, at(1.2), at(2.7), 0, None, None) == (at(1), at(2))
     # Rows without load_tstamp are placed by collector_tstamp.
-    assert sensors._file_hours(day, at(1.2), at(2.7), 3, at(0.9), at(2.8)) == (at(0), at(2))
-    assert sensors._file_hours(None, None, None, None, None, None) == (None, None)
+    assert file_hours(day, at(1.2), at(2.7), 3, at(0.9), at(2.8)) == (at(0), at(2))
+    assert file_hours(None, None, None, None, None, None) == (None, None)
 
 
 # -- the real jobs, in this process, on a source that grows -----------------------------------
@@ -211,14 +214,15 @@ def execute(job_name: str, instance, request) -> object:
 
 
 def status_sensor_tick(sensor, instance, cursor):
-    return sensor.evaluate_tick(build_sensor_context(instance=instance, cursor=cursor))
+    with build_sensor_context(instance=instance, cursor=cursor, resources={"warehouse": warehouse}) as context:
+        return sensor.evaluate_tick(context)
 
 
 @pytest.mark.spark
 @pytest.mark.slow
 def test_sensors_drive_the_jobs_hour_by_hour(env, monkeypatch, generated_events):
-    from incremental_assets.checks import rows_accounted_for
-    from incremental_assets.runs import contiguous_ranges, plan_late_days
+    from incremental_assets.ledger import plan_late_days, rows_accounted_for
+    from incremental_assets.partitions import contiguous_ranges
 
     source, instance = env
     monkeypatch.setenv("INCREMENTAL_ATTRIBUTES_AS_OF", "2026-01-06")
@@ -228,23 +232,23 @@ def test_sensors_drive_the_jobs_hour_by_hour(env, monkeypatch, generated_events)
     DeltaTable(str(source)).alter.set_table_properties(
         {"delta.dataSkippingStatsColumns": "collector_tstamp,load_tstamp"})
     # Run-status sensors start from the latest run event: start them before any run.
-    late_cursor = status_sensor_tick(sensors.late_days_sensor, instance, None).cursor
-    attributes_cursor = status_sensor_tick(sensors.attributes_sensor, instance, None).cursor
+    late_cursor = status_sensor_tick(late_days_sensors.late_days_sensor, instance, None).cursor
+    attributes_cursor = status_sensor_tick(late_days_sensors.attributes_sensor, instance, None).cursor
 
     first = tick(instance, monkeypatch, at(6.5), None)
     assert hours_of(first) == (key(at(0)), key(at(5)))
     hourly_run = execute("hourly_job", instance, first.run_requests[0])
 
-    late = status_sensor_tick(sensors.late_days_sensor, instance, late_cursor)
+    late = status_sensor_tick(late_days_sensors.late_days_sensor, instance, late_cursor)
     days = plan_late_days(Settings.load(), at(0), at(6)).days  # derived: planning again gives the same
     assert days, "events of 2026-01-05 loaded on 2026-01-05 are on time"
     assert [(r.tags[RANGE_START_TAG], r.tags[RANGE_END_TAG]) for r in late.run_requests] == \
         [(a.isoformat(), b.isoformat()) for a, b in contiguous_ranges(days)]
-    assert all(r.tags[sensors.PLAN_TAG] == hourly_run.run_id for r in late.run_requests)
+    assert all(r.tags[PLAN_TAG] == hourly_run.run_id for r in late.run_requests)
     for request in late.run_requests:
         execute("daily_job", instance, request)
 
-    follow = status_sensor_tick(sensors.attributes_sensor, instance, attributes_cursor)
+    follow = status_sensor_tick(late_days_sensors.attributes_sensor, instance, attributes_cursor)
     (attributes_request,) = follow.run_requests
     assert attributes_request.job_name == "attributes_job"
     execute("attributes_job", instance, attributes_request)  # runs the every-day invariant check too
@@ -256,10 +260,10 @@ def test_sensors_drive_the_jobs_hour_by_hour(env, monkeypatch, generated_events)
     assert hours_of(second) == (key(at(6)), key(at(8)))
     second_run = execute("hourly_job", instance, second.run_requests[0])
     assert not tick(instance, monkeypatch, at(9.3), second.cursor).run_requests
-    base = DeltaTable(Settings.load().table_path("base_events")).to_pandas(columns=["event_id", "load_tstamp"])
+    base = read_pandas(Settings.load().table_path("base_events"), ["event_id", "load_tstamp"])
     assert base.event_id.is_unique and base.load_tstamp.max() < at(9)
 
     # Until its late days are planned, the new loads are neither aggregated nor pending.
     assert rows_accounted_for(Settings.load())["broken"]
-    late = status_sensor_tick(sensors.late_days_sensor, instance, late.cursor)
-    assert late.run_requests and all(r.tags[sensors.PLAN_TAG] == second_run.run_id for r in late.run_requests)
+    late = status_sensor_tick(late_days_sensors.late_days_sensor, instance, late.cursor)
+    assert late.run_requests and all(r.tags[PLAN_TAG] == second_run.run_id for r in late.run_requests)

@@ -16,8 +16,14 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import functions as F
 
-from resources import tables
-from resources.tables import DeltaRsTableStore, WriteResult, delta_spark_unavailable_reason, table_store
+from resources.tables import (
+    DeltaRsTableStore,
+    WriteResult,
+    delta_log,
+    delta_rs,
+    delta_spark_unavailable_reason,
+    table_store,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -449,7 +455,7 @@ def test_delta_rs_falls_back_to_arrow_for_tables_spark_cannot_read_as_files(rs_s
 
     data = pa.table({"ts": pa.array([utc(5, 1), utc(6, 1)], pa.timestamp("us", tz="UTC")), "n": [1, 2]})
     write_deltalake(rs_store.path("cm"), data, configuration=configuration)
-    assert not tables._spark_can_read_files(DeltaTable(rs_store.path("cm")))
+    assert not delta_log.spark_can_read_files(DeltaTable(rs_store.path("cm")))
 
     assert instants(rs_store.read("cm")) == {1: micros(utc(5, 1)), 2: micros(utc(6, 1))}
     assert ns(rs_store.read_range("cm", "ts", utc(6), utc(7))) == [2]
@@ -459,7 +465,7 @@ def test_delta_rs_falls_back_to_arrow_for_tables_spark_cannot_read_as_files(rs_s
 def test_delta_rs_write_failing_mid_stream_commits_nothing(rs_store, spark, monkeypatch):
     rs_store.replace_range("t", events(spark, (utc(5, 1), 1)), column="ts", start=utc(5), end=utc(6))
     version = rs_store.version("t")
-    real_write = tables.write_deltalake
+    real_write = delta_rs.write_deltalake
 
     def write_then_fail(target, data, **options):
         batches = data.read_all().to_batches(max_chunksize=1)  # data: the staged rows, a stream
@@ -470,7 +476,7 @@ def test_delta_rs_write_failing_mid_stream_commits_nothing(rs_store, spark, monk
 
         real_write(target, pa.RecordBatchReader.from_batches(data.schema, stream()), **options)
 
-    monkeypatch.setattr(tables, "write_deltalake", write_then_fail)
+    monkeypatch.setattr(delta_rs, "write_deltalake", write_then_fail)
     with pytest.raises(Exception, match="disk full"):
         rs_store.replace_range("t", events(spark, (utc(5, 2), 2), (utc(5, 3), 3)), column="ts",
                                start=utc(5), end=utc(6))

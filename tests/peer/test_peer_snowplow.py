@@ -15,7 +15,8 @@ from datetime import timedelta
 
 import pandas as pd
 import pytest
-from deltalake import DeltaTable
+
+from tests.delta_reads import read_pandas
 
 pytestmark = [pytest.mark.slow]
 
@@ -48,7 +49,7 @@ def cli(*commands: list[str], env: dict[str, str]) -> list[str]:
 
 
 def read(path, name) -> pd.DataFrame:
-    return DeltaTable(f"{path}/{name}").to_pandas()
+    return read_pandas(f"{path}/{name}")
 
 
 def parse_csv(path) -> pd.DataFrame:

@@ -32,8 +32,9 @@ def die() -> None:
 
 def kill_in_spark_job() -> None:
     """Every source read of base_events gets a filter whose Python UDF kills this driver."""
-    import incremental_assets.assets.hourly as hourly
     from pyspark.sql import functions as F
+
+    import incremental_assets.assets.hourly as hourly
 
     driver_pid = os.getpid()
 
@@ -110,14 +111,12 @@ def wait_at_barrier(directory: Path, timeout: float = 600) -> None:
 def run_hours(first: str, last: str) -> int:
     from dagster import DagsterInstance
 
-    from incremental_assets.runs import RunReport, _execute, _range_tags
+    from incremental_assets.runner import execute_job
 
-    report = RunReport()
     with DagsterInstance.get() as instance:
-        _execute("hourly_job", instance=instance, tags=_range_tags(first, last), report=report, echo=print)
-    for job, run_id, ok in report.runs:
-        print(f"{job} run {run_id}: {'success' if ok else 'failure'}")
-    return 0 if report.success else 1
+        run = execute_job("hourly_job", instance=instance, partitions=(first, last), echo=print)
+    print(f"{run.job} run {run.run_id}: {'success' if run.success else 'failure'}")
+    return 0 if run.success else 1
 
 
 def main(argv: list[str]) -> int:

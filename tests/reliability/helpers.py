@@ -18,6 +18,8 @@ import pandas as pd
 import pytest
 from deltalake import DeltaTable
 
+from tests.delta_reads import read_table
+
 REPO = Path(__file__).resolve().parents[2]
 DRIVER = Path(__file__).with_name("driver.py")
 
@@ -56,10 +58,10 @@ def make_dagster_home(path: Path) -> Path:
 
 def run_in_process(until: datetime, source: str, warehouse: Path, *, dagster_home: Path | None = None,
                    instance=None, echo=quiet, **extra: str):
-    """incremental_assets.runs.run_until in this process (the test session's Spark)."""
+    """incremental_assets.runner.run_until in this process (the test session's Spark)."""
     from dagster import DagsterInstance
 
-    from incremental_assets.runs import run_until
+    from incremental_assets.runner import run_until
 
     with pytest.MonkeyPatch.context() as mp:
         use_settings(mp, source, warehouse, **extra)
@@ -87,7 +89,7 @@ def canonical(table) -> pd.DataFrame:
 
 def snapshot(warehouse: Path) -> dict[str, pd.DataFrame]:
     """Every output table of a warehouse (not the manifest), read with delta-rs."""
-    return {p.name: canonical(DeltaTable(str(p)).to_pyarrow_table())
+    return {p.name: canonical(read_table(p))
             for p in sorted(Path(warehouse).iterdir())
             if p.name != MANIFEST and DeltaTable.is_deltatable(str(p))}
 

@@ -13,8 +13,8 @@ from datetime import datetime, timezone
 
 import pandas as pd
 import pytest
-from deltalake import DeltaTable
 
+from tests.delta_reads import read_pandas
 from tests.reliability.helpers import run_in_process
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -102,7 +102,7 @@ def run(bad_source, tmp_path_factory):
 
 
 def read(warehouse, name: str) -> pd.DataFrame:
-    return DeltaTable(f"{warehouse}/{name}").to_pandas()
+    return read_pandas(f"{warehouse}/{name}")
 
 
 def test_the_run_succeeds(run):

@@ -107,7 +107,7 @@ def test_a_killed_run_is_recovered_by_the_next_run_without_an_operator(
     with pytest.MonkeyPatch.context() as mp:
         from dagster import DagsterInstance, DagsterRunStatus
 
-        from incremental_assets.ops import describe_limits
+        from incremental_assets.operations import describe_limits
         from incremental_assets.settings import Settings
 
         mp.setenv("DAGSTER_HOME", str(home))

@@ -7,11 +7,11 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from deltalake import DeltaTable
 
 from incremental_assets.planning.processing_manifest import ItemStatus, State
 from incremental_assets.settings import Settings, SettingsError
 from resources.manifest import ManifestStore
+from tests.delta_reads import read_table
 
 HOSTILE = [
     "web' OR '1'='1",
@@ -95,7 +95,7 @@ def test_deletes_by_value_match_values_exactly(spark, tmp_path):
     tables.append("apps", spark.createDataFrame([(v,) for v in values], "app_id string"))
     assert tables.delete_where_in("apps", "app_id", ["nothing' OR '1'='1", "x') OR TRUE --"]).rows_deleted == 0
     assert tables.delete_where_in("apps", "app_id", [HOSTILE[0], HOSTILE[1]]).rows_deleted == 2
-    left = DeltaTable(tables.path("apps")).to_pyarrow_table().column("app_id").to_pylist()
+    left = read_table(tables.path("apps")).column("app_id").to_pylist()
     assert sorted(left) == sorted(set(values) - {HOSTILE[0], HOSTILE[1]})
 
 
@@ -111,7 +111,7 @@ def test_partition_values_and_odd_warehouse_paths_keep_files_inside_the_table(sp
     table_dir = Path(tables.path("by_app")).resolve()
     files = [p.resolve() for p in tmp_path.rglob("*") if p.is_file()]
     assert files and all(table_dir in p.parents for p in files), [str(p) for p in files]
-    assert sorted(DeltaTable(str(table_dir)).to_pyarrow_table().column("app_id").to_pylist()) == sorted(values)
+    assert sorted(read_table(table_dir).column("app_id").to_pylist()) == sorted(values)
     assert sorted(r.app_id for r in tables.read("by_app").collect()) == sorted(values)
 
 
@@ -155,7 +155,7 @@ def test_a_partition_range_with_a_hostile_key_is_refused_before_anything_is_writ
     from dagster import DagsterInstance
 
     from incremental_assets.definitions import defs
-    from incremental_assets.runs import RANGE_END_TAG, RANGE_START_TAG
+    from incremental_assets.names import RANGE_END_TAG, RANGE_START_TAG
 
     monkeypatch.setenv("INCREMENTAL_WAREHOUSE", str(tmp_path / "warehouse"))
     job = defs.resolve_job_def("hourly_job")

@@ -3,7 +3,7 @@
 import os
 import time
 
-from resources.tables import STALE_STAGING_SECONDS, sweep_stale_staging
+from resources.tables.staging import STALE_STAGING_SECONDS, sweep_stale_staging
 
 
 def _staged_dir(root, name: str, age_seconds: float):

@@ -9,10 +9,10 @@ from decimal import Decimal
 
 import pyarrow as pa
 import pytest
-from deltalake import DeltaTable
 
 from incremental_assets.sources.csv_loader import load_csv, read_snowplow_csv
 from incremental_assets.sources.schema import ATOMIC_EVENTS_SCHEMA, conform_to_atomic
+from tests.delta_reads import read_table
 
 
 def web_csv(peer_dir):
@@ -33,7 +33,7 @@ def web_table(spark, peer_dir, tmp_path_factory) -> pa.Table:
     out = tmp_path_factory.mktemp("web") / "events"
     result = load_csv(spark, [web_csv(peer_dir)], out, load_tstamp_fallback="collector_tstamp")
     assert result["rows"] == 160 and result["version"] == 0
-    return DeltaTable(str(out)).to_pyarrow_table()
+    return read_table(out)
 
 
 def test_web_export_loads_every_row_typed(web_table, peer_dir):
@@ -84,7 +84,7 @@ def test_batch_engine_export_loaded_together_with_the_web_export(spark, peer_dir
     out = tmp_path / "both"
     result = load_csv(spark, [web_csv(peer_dir), batch_csv(peer_dir)], out, load_tstamp_fallback="collector_tstamp")
     assert result["rows"] == 160 + 52
-    table = DeltaTable(str(out)).to_pyarrow_table().to_pandas()
+    table = read_table(out).to_pandas()
 
     batch_ids = {row["event_id"] for row in csv_rows(batch_csv(peer_dir))}
     batch = table[table.event_id.isin(batch_ids)]
@@ -106,7 +106,7 @@ def test_wrong_typed_cells_become_null_and_unknown_fallback_is_refused(spark, pe
     )
     out = tmp_path / "broken"
     assert load_csv(spark, [broken], out, load_tstamp_fallback="collector_tstamp")["rows"] == 2
-    rows = {r["event_id"]: r for r in DeltaTable(str(out)).to_pyarrow_table().to_pylist()}
+    rows = {r["event_id"]: r for r in read_table(out).to_pylist()}
     assert rows["e1"]["load_tstamp"] is None  # present but unreadable: null, rejected downstream
     assert rows["e1"]["domain_sessionidx"] is None and rows["e1"]["tr_total"] is None
     assert rows["e1"]["note"] == 'say "hi", twice'

@@ -10,7 +10,6 @@ from datetime import date
 
 import pandas as pd
 import pytest
-from deltalake import DeltaTable
 
 from incremental_assets.sources.generator import (
     generate_events,
@@ -18,6 +17,7 @@ from incremental_assets.sources.generator import (
     generate_events_with_kinds,
 )
 from incremental_assets.sources.schema import ATOMIC_EVENTS_SCHEMA
+from tests.delta_reads import read_table
 
 START = date(2026, 1, 5)
 DAYS = 12
@@ -35,7 +35,7 @@ def generated(spark, tmp_path_factory):
     lines: list[str] = []
     summary = generate_events(spark, events=EVENTS, days=DAYS, start=START, out=str(out), seed=SEED,
                               progress=lines.append)
-    table = DeltaTable(str(out)).to_pyarrow_table()
+    table = read_table(out)
     return table, table.to_pandas(), summary, lines
 
 

@@ -32,8 +32,7 @@ def event(event_id="e1", *, session="s1", user="u1", name="page_view", derived=N
 
 @pytest.fixture
 def events_df(spark):
-    from pyspark.sql.types import (DecimalType, IntegerType, StringType, StructField, StructType,
-                                   TimestampType)
+    from pyspark.sql.types import DecimalType, IntegerType, StringType, StructField, StructType, TimestampType
 
     fields = [("event_id", StringType()), ("domain_sessionid", StringType()), ("domain_userid", StringType()),
               ("event_name", StringType()), ("event", StringType()), ("app_id", StringType()),

@@ -1,6 +1,7 @@
 from datetime import timedelta
 
-from incremental_assets.transforms.base_events import base_events, load_time
+from incremental_assets.sources.schema import load_time
+from incremental_assets.transforms.base_events import base_events
 
 from .conftest import event, naive, ts
 
@@ -8,7 +9,7 @@ from .conftest import event, naive, ts
 def run(events_df, rows, start=ts(0), end=ts(1), **kw):
     """Split `rows` as the asset does: loaded in the window, and loaded before it."""
     source = events_df(rows)
-    loaded = load_time(source)
+    loaded = load_time()
     result = base_events(source.where((loaded >= start) & (loaded < end)), source.where(loaded < start),
                          window_start=start, window_end=end,
                          days_late_allowed=kw.pop("days_late_allowed", 3), **kw)

@@ -1,4 +1,4 @@
-from datetime import date, timedelta
+from datetime import date
 
 from pyspark.sql import functions as F
 

@@ -1,0 +1,53 @@
+"""The names every layer shares: assets, tables, jobs, run tags. A leaf: it imports nothing."""
+
+from __future__ import annotations
+
+import re
+
+# -- assets ---------------------------------------------------------------------------------
+# The load-hour assets, in the order one hourly run materializes them.
+HOURLY_ASSETS = ("base_events", "sessions_lifecycle_manifest", "quarantined_sessions", "filtered_events")
+DAILY_AGGREGATES = "daily_aggregates"
+ATTRIBUTES = "attributes"
+ALL_ASSETS = (*HOURLY_ASSETS, DAILY_AGGREGATES, ATTRIBUTES)
+
+# -- tables that are not assets --------------------------------------------------------------
+REJECTED_EVENTS = "rejected_events"  # base_events' invalid rows, with a reason
+FILTERED_COUNTS = "filtered_events_counts"  # filtered rows per (load hour, event day)
+DAILY_MANIFEST = "daily_aggregation_manifest"  # per event day: rows aggregated and pending
+PROCESSING_MANIFEST = "processing_manifest"  # the append-only record of every claim and result
+
+# -- jobs -------------------------------------------------------------------------------------
+HOURLY_JOB = "hourly_job"
+DAILY_JOB = "daily_job"
+ATTRIBUTES_JOB = "attributes_job"
+MANIFEST_ADMIN_JOB = "manifest_admin_job"
+
+# -- run tags ---------------------------------------------------------------------------------
+# Dagster's own.
+RANGE_START_TAG = "dagster/asset_partition_range_start"
+RANGE_END_TAG = "dagster/asset_partition_range_end"
+PARTITION_TAG = "dagster/partition"
+RUN_KEY_TAG = "dagster/run_key"
+BACKFILL_TAG = "dagster/backfill"
+# This project's: why a run was launched, in words.
+RUN_STATE_TAG = "incremental/run_state"
+RUN_LIMITS_TAG = "incremental/limits"
+SOURCE_VERSION_TAG = "incremental/source_version"
+REASON_TAG = "incremental/reason"
+# A late-days plan tags its daily runs, so attributes can wait for all of them.
+PLAN_TAG = "incremental/late_days_of_run"
+PLAN_RUNS_TAG = "incremental/late_days_runs"
+
+# -- table engines ----------------------------------------------------------------------------
+TABLE_ENGINES = ("auto", "delta-rs", "delta-spark")
+
+# Table, column and partition names end up in paths and SQL: only plain identifiers.
+_IDENTIFIER = re.compile(r"[A-Za-z0-9_]+")
+
+
+def check_identifier(value: str, what: str = "name") -> str:
+    """`value` when it is a plain identifier ([A-Za-z0-9_]+), else ValueError naming it."""
+    if not isinstance(value, str) or not _IDENTIFIER.fullmatch(value):
+        raise ValueError(f"{what} must be a plain identifier [A-Za-z0-9_]+, got {value!r}")
+    return value

@@ -1,0 +1,169 @@
+"""Reading a Delta table's log with delta-rs: its files and their statistics, pruning them by
+a time range, and small tables read into Arrow without Spark."""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import json
+import re
+from typing import Sequence
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
+from pyspark.sql.types import StructType
+
+# Reader features whose tables Spark reads correctly as plain Parquet files.
+_PLAIN_PARQUET_READER_FEATURES = {"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"}
+# Delta stores min/max timestamp statistics truncated to milliseconds.
+_TIMESTAMP_STATS_SLACK = dt.timedelta(milliseconds=1)
+_HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+
+
+def load_table(path: str) -> DeltaTable | None:
+    try:
+        return DeltaTable(path)
+    except TableNotFoundError:
+        return None
+
+
+def spark_can_read_files(table: DeltaTable) -> bool:
+    """True when the table's active Parquet files, read as they are, are its rows.
+
+    Column mapping renames physical columns and deletion vectors hide rows: both need a
+    Delta reader.
+    """
+    protocol = table.protocol()
+    if protocol.min_reader_version == 2:  # reader version 2 means column mapping
+        return False
+    if table.metadata().configuration.get("delta.columnMapping.mode", "none") != "none":
+        return False
+    return set(protocol.reader_features or []) <= _PLAIN_PARQUET_READER_FEATURES
+
+
+def _spark_unescape(text: str) -> str:
+    # Spark decodes each %XX of a partition directory as one character (not UTF-8).
+    return re.sub(r"%([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1), 16)), text)
+
+
+def spark_parses_partition_dirs(relative_paths: list[str], partition_columns: list[str]) -> bool:
+    """True when Spark's partition discovery yields exactly the values delta-rs wrote.
+
+    delta-rs percent-encodes values as UTF-8 (e.g. 'ü' -> %C3%BC) while Spark decodes %XX
+    byte-wise; only where both decodings agree may Spark parse the directory names.
+    """
+    for relative_path in relative_paths:
+        directories = relative_path.split("/")[:-1]
+        if len(directories) != len(partition_columns):
+            return False
+        for directory, column in zip(directories, partition_columns):
+            key, equals, encoded = directory.partition("=")
+            if key != column or not equals:
+                return False
+            if encoded == _HIVE_NULL:
+                continue
+            try:
+                if _spark_unescape(encoded) != unquote(encoded, errors="strict"):
+                    return False
+            except UnicodeDecodeError:
+                return False
+    return True
+
+
+def spark_schema(table: DeltaTable):
+    """The table's Spark schema: Delta's schema JSON is Spark's StructType JSON."""
+    return StructType.fromJson(json.loads(table.schema().to_json()))
+
+
+def without_view_types(data: pa.Table) -> pa.Table:
+    """delta-rs scans return string/binary views; cast them to the plain Arrow types."""
+    fields = []
+    for field in data.schema:
+        if pa.types.is_string_view(field.type):
+            field = field.with_type(pa.string())
+        elif pa.types.is_binary_view(field.type):
+            field = field.with_type(pa.binary())
+        fields.append(field)
+    return data.cast(pa.schema(fields))
+
+
+
+def add_actions(table: DeltaTable) -> pa.Table:
+    return pa.table(table.get_add_actions(flatten=True))
+
+
+def row_count(table: DeltaTable) -> int | None:
+    counts = add_actions(table)["num_records"]
+    if counts.null_count:  # a file without statistics: unknown
+        return None
+    return pc.sum(counts).as_py() or 0
+
+
+def prune_files(actions: pa.Table, column: str, column_type: str, is_partition: bool, lo, hi) -> pa.Table:
+    """Keep the files that may hold rows with lo <= column < hi.
+
+    Partition columns select files exactly; other columns use the per-file min/max
+    statistics (files without statistics are kept). The exact row filter comes after.
+    """
+    def compare(op, values, bound):
+        return op(values, pa.scalar(bound, type=values.type))
+
+    if actions.num_rows == 0:
+        return actions
+    if is_partition:
+        values = actions[f"partition.{column}"]
+        keep = [pc.is_valid(values)]
+        if lo is not None:
+            keep.append(compare(pc.greater_equal, values, lo))
+        if hi is not None:
+            keep.append(compare(pc.less, values, hi))
+    else:
+        if f"min.{column}" not in actions.column_names or f"max.{column}" not in actions.column_names:
+            return actions
+        mins, maxes = actions[f"min.{column}"], actions[f"max.{column}"]
+        if column_type == "timestamp":
+            # Stored statistics are truncated to milliseconds: widen them by one on each side.
+            slack = pa.scalar(_TIMESTAMP_STATS_SLACK)
+            mins, maxes = pc.subtract(mins, slack), pc.add(maxes, slack)
+        keep = []
+        if hi is not None:  # some value may be below hi
+            keep.append(pc.or_kleene(pc.is_null(mins), compare(pc.less, mins, hi)))
+        if lo is not None:  # some value may be at or above lo
+            keep.append(pc.or_kleene(pc.is_null(maxes), compare(pc.greater_equal, maxes, lo)))
+    if not keep:
+        return actions
+    return actions.filter(pc.fill_null(functools.reduce(pc.and_kleene, keep), False))
+
+
+def absolute_file_paths(table_path: str, actions: pa.Table) -> list[str]:
+    paths = []
+    for logged in actions["path"].to_pylist():
+        decoded = unquote(logged)  # paths in the Delta log are URL-encoded
+        paths.append(decoded if "://" in decoded or decoded.startswith("/") else f"{table_path}/{decoded}")
+    return paths
+
+
+def scan_arrow(table: DeltaTable, columns: Sequence[str] | None = None,
+               predicate: str | None = None) -> pa.Table:
+    """The rows of `table` (at its loaded version) that `predicate` (delta-rs SQL) selects, in
+    Arrow, read by delta-rs's own engine.
+
+    Every Arrow read of a Delta table in the project goes through here, never through
+    `DeltaTable.to_pyarrow_table()`: that reads through deltalake's Python file handler, and
+    an Arrow worker thread that releases such a buffer while the interpreter exits needs the
+    GIL it can no longer take, so the process aborts after its work is done ("terminate
+    called without an active exception"; apache/arrow#36389, delta-io/delta-rs#2184).
+    """
+    stream = table.scan(columns=list(columns) if columns else None, predicate=predicate)
+    return without_view_types(pa.RecordBatchReader.from_stream(stream).read_all())
+
+
+def read_delta_arrow(path: str, columns: Sequence[str] | None = None,
+                     predicate: str | None = None) -> pa.Table | None:
+    """A small Delta table, or the rows `predicate` selects, as one Arrow table (`scan_arrow`);
+    None when there is no Delta table at `path`."""
+    table = load_table(path)
+    return None if table is None else scan_arrow(table, columns, predicate)

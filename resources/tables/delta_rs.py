@@ -1,0 +1,308 @@
+"""The delta-rs engine (the embedded default): the Delta log and every commit go through
+delta-rs; Spark computes and reads the active Parquet files natively."""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake.exceptions import CommitFailedError, DeltaError
+
+from resources.tables.delta_log import (
+    absolute_file_paths,
+    add_actions,
+    load_table,
+    prune_files,
+    row_count,
+    spark_can_read_files,
+    spark_parses_partition_dirs,
+    spark_schema,
+    without_view_types,
+)
+from resources.tables.interface import (
+    APPEND_TOKEN_TXN_VERSION,
+    TableCreatedConcurrently,
+    TableStore,
+    WriteResult,
+    append_token_app_id,
+    check_columns_present,
+    check_identifier,
+    retry_on_conflict,
+)
+from resources.tables.ranges import (
+    check_arrow_rows_in_range,
+    delta_rs_in_predicate,
+    delta_rs_range_predicate,
+    normalise_range,
+    spark_range_condition,
+    spark_type_name,
+)
+from resources.tables.scans import record_scan
+from resources.tables.staging import StagedRows, stats_configuration
+
+
+def _check_unique_non_null_keys(data: pa.Table, keys: Sequence[str]) -> None:
+    for key in keys:
+        if data.column(key).null_count:
+            raise ValueError(f"merge: key column {key!r} has null values (null keys never match)")
+    counts = data.group_by(list(keys)).aggregate([([], "count_all")])
+    duplicates = counts.filter(pc.greater(counts["count_all"], 1))
+    if duplicates.num_rows:
+        first = {k: duplicates.column(k)[0].as_py() for k in keys}
+        raise ValueError(f"merge: keys {list(keys)} are not unique in the data; e.g. {first} "
+                         f"appears {duplicates['count_all'][0].as_py()} times")
+
+
+
+class DeltaRsTableStore(TableStore):
+    """Delta log and commits through delta-rs; Spark reads the Parquet files natively."""
+
+    engine_name = "delta-rs"
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def exists(self, name: str) -> bool:
+        return DeltaTable.is_deltatable(self.path(name))
+
+    def read(self, name: str, columns: Sequence[str] | None = None):
+        return self._read(self.path(name), columns)
+
+    def read_range(self, name: str, column: str, start, end, columns: Sequence[str] | None = None):
+        return self._read(self.path(name), columns, (check_identifier(column, "range column"), start, end))
+
+    def read_path_range(self, path: str, column: str, start, end, columns: Sequence[str] | None = None):
+        return self._read(path, columns, (check_identifier(column, "range column"), start, end))
+
+    def _require(self, name: str) -> DeltaTable:
+        return self._require_path(self.path(name))
+
+    @staticmethod
+    def _require_path(path: str) -> DeltaTable:
+        table = load_table(path)
+        if table is None:
+            raise FileNotFoundError(f"no Delta table at {path}")
+        return table
+
+    def _read(self, path: str, columns: Sequence[str] | None, time_range=None):
+        name = path.rstrip("/").rsplit("/", 1)[-1]
+        table = self._require_path(path)
+        schema = spark_schema(table)
+        if columns:
+            check_columns_present(schema.names, columns, f"read {name}")
+        pruning = None  # (column, column type, lo, hi) of a range read
+        if time_range is not None:
+            column, start, end = time_range
+            column_type = spark_type_name(schema, column, f"read_range {name}")
+            pruning = (column, column_type, *normalise_range(column, column_type, start, end))
+
+        df = self._files_dataframe(path, table, schema, pruning)
+        if df is None:  # Spark cannot read the files as they are
+            df = self._arrow_dataframe(table, schema, pruning)
+        if pruning is not None:
+            column, _, lo, hi = pruning
+            df = df.where(spark_range_condition(column, lo, hi))  # exact rows, after file pruning
+        return df.select(*columns) if columns else df
+
+    def _files_dataframe(self, table_path: str, table: DeltaTable, schema, pruning):
+        """Spark reads the table's active Parquet files directly; None if it cannot."""
+        if not spark_can_read_files(table):
+            return None
+        partition_columns = table.metadata().partition_columns
+        actions = add_actions(table)
+        if pruning is not None:
+            column, column_type, lo, hi = pruning
+            actions = prune_files(actions, column, column_type, column in partition_columns, lo, hi)
+        record_scan(table_path, actions)
+        if actions.num_rows == 0:
+            return self.spark.createDataFrame([], schema)
+
+        reader = self.spark.read.schema(schema)
+        if partition_columns:
+            relative = [unquote(p) for p in actions["path"].to_pylist()]
+            if not spark_parses_partition_dirs(relative, partition_columns):
+                return None
+            if any(schema[c].dataType.typeName() == "timestamp" for c in partition_columns) and \
+                    self.spark.conf.get("spark.sql.session.timeZone") not in ("UTC", "Etc/UTC", "Z", "+00:00"):
+                return None  # Spark would parse timestamp partition values in the session zone
+            # Partition values live in the directory names (not in the files); with basePath
+            # and the table schema given, Spark attaches them with the schema's types.
+            reader = reader.option("basePath", table_path)
+        files = absolute_file_paths(table_path, actions)
+        # Partition discovery puts partition columns last: restore the table's column order.
+        return reader.parquet(*files).select(*schema.names)
+
+    def _arrow_dataframe(self, table: DeltaTable, schema, pruning):
+        """Fallback: delta-rs scans (honouring deletion vectors and column mapping)."""
+        predicate = None
+        if pruning is not None:
+            column, column_type, lo, hi = pruning
+            predicate = delta_rs_range_predicate(column, column_type, lo, hi)
+        data = pa.RecordBatchReader.from_stream(table.scan(predicate=predicate)).read_all()
+        return self.spark.createDataFrame(without_view_types(data), schema=schema)
+
+    # -- writes --------------------------------------------------------------------------
+
+    def _stage(self, df) -> StagedRows:
+        return StagedRows(df, None if "://" in self.root else self.root)
+
+    def _write_arrow(self, target: DeltaTable | str, data: StagedRows, **options) -> None:
+        """Every data write goes through here: delta-rs streams the staged rows into files."""
+        write_deltalake(target, data.reader(), **options)
+
+    def _create(self, path: str, data: StagedRows, partition_by: list[str], *, rows_deleted: int | None,
+                commit_properties: CommitProperties | None = None) -> WriteResult:
+        """Create the table with `data` as version 0; a concurrent creator makes us retry."""
+        try:
+            self._write_arrow(path, data, mode="error", partition_by=partition_by or None,
+                              commit_properties=commit_properties, configuration=stats_configuration(data))
+        except DeltaError as error:
+            if DeltaTable.is_deltatable(path):
+                raise TableCreatedConcurrently(path) from error
+            raise
+        return WriteResult(rows_written=data.num_rows, version=0, rows_deleted=rows_deleted)
+
+    def _commit(self, operation: Callable[[], WriteResult]) -> WriteResult:
+        return retry_on_conflict(operation, (CommitFailedError, TableCreatedConcurrently))
+
+    def _rows_deleted(self, path: str, rows_before: int | None, version_before: int,
+                      after: DeltaTable, rows_added: int) -> int | None:
+        """Rows the commit that produced `after` removed: before + added - after."""
+        if after.version() != version_before + 1:  # other commits landed in between
+            rows_before = row_count(DeltaTable(path, version=after.version() - 1))
+        rows_after = row_count(after)
+        if rows_before is None or rows_after is None:
+            return None
+        return rows_before + rows_added - rows_after
+
+    def _overwrite_counted(self, path: str, table: DeltaTable, data: StagedRows, **options) -> WriteResult:
+        """Overwrite the table (or the rows `predicate` selects) with data in one commit and
+        report how many rows that replaced."""
+        rows_before, version_before = row_count(table), table.version()
+        self._write_arrow(table, data, mode="overwrite", **options)
+        return WriteResult(
+            rows_written=data.num_rows, version=table.version(),
+            rows_deleted=self._rows_deleted(path, rows_before, version_before, table, data.num_rows))
+
+    def replace_range(self, name, df, *, column, start, end, partition_by=None) -> WriteResult:
+        path = self.path(name)
+        check_identifier(column, "range column")
+        with self._stage(df) as data:
+            partition_by = self._check_partition_by(partition_by, data.column_names)
+            check_columns_present(data.column_names, [column], f"replace_range {name}")
+
+            def attempt() -> WriteResult:
+                table = load_table(path)
+                schema = spark_schema(table) if table is not None else df.schema
+                column_type = spark_type_name(schema, column, f"replace_range {name}")
+                lo, hi = normalise_range(column, column_type, start, end)
+                check_arrow_rows_in_range(data.columns([column]), column, lo, hi)
+                if table is None:
+                    return self._create(path, data, partition_by, rows_deleted=0)
+                return self._overwrite_counted(path, table, data, schema_mode="merge",
+                                               predicate=delta_rs_range_predicate(column, column_type, lo, hi))
+
+            return self._commit(attempt)
+
+    def merge(self, name, df, *, keys, partition_by=None) -> WriteResult:
+        path = self.path(name)
+        keys = [check_identifier(k, "merge key") for k in keys]
+        if not keys:
+            raise ValueError("merge: keys must name at least one column")
+        with self._stage(df) as data:
+            check_columns_present(data.column_names, keys, f"merge {name}")
+            partition_by = self._check_partition_by(partition_by, data.column_names)
+            _check_unique_non_null_keys(data.columns(keys), keys)
+            on_keys = " AND ".join(f't."{k}" = s."{k}"' for k in keys)
+
+            def attempt() -> WriteResult:
+                table = load_table(path)
+                if table is None:
+                    return self._create(path, data, partition_by, rows_deleted=None)
+                (table.merge(data.reader(), predicate=on_keys, source_alias="s", target_alias="t",
+                             merge_schema=True)
+                      .when_matched_update_all()
+                      .when_not_matched_insert_all()
+                      .execute())
+                return WriteResult(rows_written=data.num_rows, version=table.version())
+
+            return self._commit(attempt)
+
+    def append(self, name, df, *, token=None, partition_by=None) -> WriteResult:
+        path = self.path(name)
+        app_id = append_token_app_id(token) if token is not None else None
+        with self._stage(df) as data:
+            partition_by = self._check_partition_by(partition_by, data.column_names)
+            # The token is committed in the same commit as the rows, and delta-rs refuses a
+            # commit when a concurrent one recorded the same app id: we then retry, see the token
+            # and skip.
+            commit_properties = (
+                CommitProperties(app_transactions=[Transaction(app_id, APPEND_TOKEN_TXN_VERSION)])
+                if app_id else None)
+
+            def attempt() -> WriteResult:
+                table = load_table(path)
+                if table is None:
+                    return self._create(path, data, partition_by, rows_deleted=None,
+                                        commit_properties=commit_properties)
+                if app_id and table.transaction_version(app_id) is not None:
+                    return WriteResult(rows_written=0, version=table.version(), skipped=True)
+                self._write_arrow(table, data, mode="append", schema_mode="merge",
+                                  commit_properties=commit_properties)
+                return WriteResult(rows_written=data.num_rows, version=table.version())
+
+            return self._commit(attempt)
+
+    def overwrite(self, name, df, *, partition_by=None) -> WriteResult:
+        path = self.path(name)
+        with self._stage(df) as data:
+            partition_by = self._check_partition_by(partition_by, data.column_names)
+
+            def attempt() -> WriteResult:
+                table = load_table(path)
+                if table is None:
+                    return self._create(path, data, partition_by, rows_deleted=0)
+                # Drop-and-recompute: the new data's schema replaces the old one.
+                return self._overwrite_counted(
+                    path, table, data, schema_mode="overwrite",
+                    partition_by=partition_by or table.metadata().partition_columns or None)
+
+            return self._commit(attempt)
+
+    def delete_where_in(self, name, column, values) -> WriteResult:
+        path = self.path(name)
+        check_identifier(column, "column")
+        values = list(values)
+        if any(v is None for v in values):
+            raise ValueError("delete_where_in: values must not contain None (null never matches IN)")
+
+        def attempt() -> WriteResult:
+            table = load_table(path)
+            if table is None:
+                return WriteResult(rows_written=0, version=None, rows_deleted=0)
+            if not values:
+                return WriteResult(rows_written=0, version=table.version(), rows_deleted=0)
+            column_type = spark_type_name(spark_schema(table), column, f"delete_where_in {name}")
+            metrics = table.delete(delta_rs_in_predicate(column, column_type, values))
+            return WriteResult(rows_written=0, version=table.version(),
+                               rows_deleted=metrics.get("num_deleted_rows"))
+
+        return self._commit(attempt)
+
+    # -- metadata ------------------------------------------------------------------------
+
+    def version(self, name: str) -> int | None:
+        table = load_table(self.path(name))
+        return None if table is None else table.version()
+
+    def describe(self, name: str) -> dict:
+        table = self._require(name)
+        actions = add_actions(table)
+        return {
+            "path": self.path(name),
+            "version": table.version(),
+            "num_files": actions.num_rows,
+            "size_bytes": pc.sum(actions["size_bytes"]).as_py() or 0,
+        }

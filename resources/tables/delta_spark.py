@@ -1,0 +1,310 @@
+"""The delta-spark engine: native Delta inside Spark, for sessions that load the Delta jars
+and extension (clusters, or any machine whose Spark reaches Maven)."""
+
+from __future__ import annotations
+
+import functools
+import operator
+import uuid
+from importlib.metadata import PackageNotFoundError, version
+from typing import Callable, Sequence
+
+import delta.exceptions as delta_errors
+import pyspark
+from delta.tables import DeltaTable as SparkDeltaTable
+from pyspark.sql import functions as F
+
+from resources.tables.interface import (
+    APPEND_TOKEN_TXN_VERSION,
+    TableCreatedConcurrently,
+    TableStore,
+    WriteResult,
+    append_token_app_id,
+    check_columns_present,
+    check_identifier,
+    retry_on_conflict,
+)
+from resources.tables.ranges import (
+    normalise_range,
+    out_of_range_error,
+    spark_range_condition,
+    spark_sql_range_predicate,
+    spark_type_name,
+)
+
+DELTA_EXTENSION_CLASS = "io.delta.sql.DeltaSparkSessionExtension"
+
+
+def _delta_spark_coordinate() -> str:
+    """Maven coordinate of the Delta jars matching the installed delta-spark and pyspark
+    (the naming delta-spark's own configure_spark_with_delta_pip uses)."""
+    try:
+        delta_version = version("delta-spark")
+    except PackageNotFoundError:
+        delta_version = "<delta-spark version>"
+    spark_minor = ".".join(pyspark.__version__.split(".")[:2])
+    return f"io.delta:delta-spark_{spark_minor}_2.13:{delta_version}"
+
+
+def _jvm_class_loadable(spark, class_name: str) -> bool | None:
+    """Whether the driver JVM can load a class; None when there is no JVM to ask (Connect)."""
+    try:
+        jvm = spark._jvm
+    except Exception:
+        return None
+    if jvm is None:
+        return None
+    try:
+        jvm.org.apache.spark.util.Utils.classForName(class_name, True, False)
+        return True
+    except Exception:
+        return False
+
+
+def delta_spark_unavailable_reason(spark) -> str | None:
+    """None when this Spark session runs native Delta; else why not and how to enable it."""
+    extensions = spark.conf.get("spark.sql.extensions", "") or ""
+    configured = DELTA_EXTENSION_CLASS in extensions
+    loadable = _jvm_class_loadable(spark, DELTA_EXTENSION_CLASS)
+    if configured and loadable is not False:  # Connect: the server's configuration decides
+        return None
+    problems = []
+    if loadable is False:
+        problems.append(f"the Delta Lake jars are not loadable in this Spark session "
+                        f"(class {DELTA_EXTENSION_CLASS} not found)")
+    if not configured:
+        problems.append(f"spark.sql.extensions does not include {DELTA_EXTENSION_CLASS}")
+    return (
+        "delta-spark engine: " + "; ".join(problems) + ". To enable it, start Spark with "
+        f"spark.jars.packages={_delta_spark_coordinate()} on a machine with Maven access "
+        "(delta.pip_utils.configure_spark_with_delta_pip(builder) sets this), or spark.jars "
+        "pointing at local delta-spark and delta-storage jars, plus "
+        f"spark.sql.extensions={DELTA_EXTENSION_CLASS} and spark.sql.catalog.spark_catalog="
+        "org.apache.spark.sql.delta.catalog.DeltaCatalog; or use table_engine=delta-rs."
+    )
+
+
+def _delta_spark_conflicts() -> tuple[type[BaseException], ...]:
+    return (
+        delta_errors.DeltaConcurrentModificationException,
+        delta_errors.ConcurrentWriteException,
+        delta_errors.MetadataChangedException,
+        delta_errors.ProtocolChangedException,
+        delta_errors.ConcurrentAppendException,
+        delta_errors.ConcurrentDeleteReadException,
+        delta_errors.ConcurrentDeleteDeleteException,
+        delta_errors.ConcurrentTransactionException,
+        TableCreatedConcurrently,
+    )
+
+
+class DeltaSparkTableStore(TableStore):
+    """Native Delta inside Spark (needs the Delta jars and session extension)."""
+
+    engine_name = "delta-spark"
+
+    def __init__(self, spark, root: str):
+        super().__init__(spark, root)
+        reason = delta_spark_unavailable_reason(spark)
+        if reason:
+            raise RuntimeError(reason)
+
+    def _delta_table(self, name: str):
+        path = self.path(name)
+        return SparkDeltaTable.forPath(self.spark, path) if self.exists(name) else None
+
+    def _commit(self, operation: Callable[[], WriteResult]) -> WriteResult:
+        return retry_on_conflict(operation, _delta_spark_conflicts())
+
+    def _commit_by_marker(self, name: str, marker: str, after_version: int | None) -> dict | None:
+        """Our own commit in the history, found by the userMetadata we gave it."""
+        history = self._delta_table(name).history()
+        if after_version is not None:
+            history = history.where(F.col("version") > after_version)
+        rows = history.where(F.col("userMetadata") == marker).select("version", "operationMetrics").collect()
+        return rows[0].asDict() if rows else None
+
+    def _result(self, name: str, marker: str, after_version: int | None,
+                deleted_metric: str | None = None) -> WriteResult:
+        """WriteResult of our marked commit; no such commit means Delta skipped the write."""
+        commit = self._commit_by_marker(name, marker, after_version)
+        if commit is None:
+            return WriteResult(rows_written=0, version=self.version(name), skipped=True)
+        metrics = commit["operationMetrics"] or {}
+
+        def metric(key: str | None) -> int | None:
+            return int(metrics[key]) if key and key in metrics else None
+
+        return WriteResult(rows_written=metric("numOutputRows") or 0, version=commit["version"],
+                           rows_deleted=metric(deleted_metric))
+
+    def _create_if_missing(self, name: str, df, partition_by: list[str], marker: str) -> bool:
+        """Create the table with df if it does not exist; True when this call created it."""
+        if self.exists(name):
+            return False
+        writer = df.write.format("delta").mode("errorifexists").option("userMetadata", marker)
+        if partition_by:
+            writer = writer.partitionBy(*partition_by)
+        try:
+            writer.save(self.path(name))
+        except Exception as error:
+            if self.exists(name):
+                raise TableCreatedConcurrently(self.path(name)) from error
+            raise
+        return True
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def exists(self, name: str) -> bool:
+        return SparkDeltaTable.isDeltaTable(self.spark, self.path(name))
+
+    def read(self, name: str, columns: Sequence[str] | None = None):
+        df = self.spark.read.format("delta").load(self.path(name))
+        return df.select(*columns) if columns else df
+
+    def read_range(self, name: str, column: str, start, end, columns: Sequence[str] | None = None):
+        return self.read_path_range(self.path(name), column, start, end, columns)
+
+    def read_path_range(self, path: str, column: str, start, end, columns: Sequence[str] | None = None):
+        check_identifier(column, "range column")
+        df = self.spark.read.format("delta").load(path)
+        column_type = spark_type_name(df.schema, column, f"read_range {path}")
+        lo, hi = normalise_range(column, column_type, start, end)
+        df = df.where(spark_range_condition(column, lo, hi))  # Delta skips files by stats
+        return df.select(*columns) if columns else df
+
+    # -- writes --------------------------------------------------------------------------
+
+    def replace_range(self, name, df, *, column, start, end, partition_by=None) -> WriteResult:
+        check_identifier(column, "range column")
+        partition_by = self._check_partition_by(partition_by, df.columns)
+        check_columns_present(df.columns, [column], f"replace_range {name}")
+        column_type = spark_type_name(df.schema, column, f"replace_range {name}")
+        lo, hi = normalise_range(column, column_type, start, end)
+        # One Spark job to name the first offending row (Delta's own check would only fail).
+        offending = df.where(~F.coalesce(spark_range_condition(column, lo, hi), F.lit(False)))
+        first = offending.select(column).limit(1).collect()
+        if first:
+            raise out_of_range_error(column, lo, hi, first[0][0])
+
+        def attempt() -> WriteResult:
+            marker = f"replace_range {uuid.uuid4()}"
+            before = self.version(name)
+            if self._create_if_missing(name, df, partition_by, marker):
+                return self._result(name, marker, None)
+            (df.write.format("delta").mode("overwrite")
+               .option("replaceWhere", spark_sql_range_predicate(column, column_type, lo, hi))
+               .option("mergeSchema", "true")
+               .option("userMetadata", marker)
+               .save(self.path(name)))
+            return self._result(name, marker, before, "numDeletedRows")
+
+        return self._commit(attempt)
+
+    def merge(self, name, df, *, keys, partition_by=None) -> WriteResult:
+        keys = [check_identifier(k, "merge key") for k in keys]
+        if not keys:
+            raise ValueError("merge: keys must name at least one column")
+        check_columns_present(df.columns, keys, f"merge {name}")
+        partition_by = self._check_partition_by(partition_by, df.columns)
+        # One Spark job checks the keys and counts the rows.
+        key_counts = df.groupBy(*keys).count()
+        any_null_key = functools.reduce(operator.or_, [F.col(k).isNull() for k in keys])
+        most, rows, null_keys = key_counts.agg(
+            F.max("count"), F.sum("count"), F.count(F.when(any_null_key, 1))).first()
+        if null_keys:
+            raise ValueError(f"merge: key columns {keys} have null values (null keys never match)")
+        if most and most > 1:
+            duplicate = key_counts.where(F.col("count") > 1).first()
+            raise ValueError(f"merge: keys {keys} are not unique in the data; e.g. "
+                             f"{ {k: duplicate[k] for k in keys} } appears {duplicate['count']} times")
+        on_keys = " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys)
+
+        def attempt() -> WriteResult:
+            marker = f"merge {uuid.uuid4()}"
+            if self._create_if_missing(name, df, partition_by, marker):
+                return self._result(name, marker, None)
+            (self._delta_table(name).alias("t")
+                 .merge(df.alias("s"), on_keys)
+                 .whenMatchedUpdateAll()
+                 .whenNotMatchedInsertAll()
+                 .withSchemaEvolution()
+                 .execute())
+            # DeltaTable.merge takes no userMetadata option: report the table's version.
+            return WriteResult(rows_written=rows or 0, version=self.version(name))
+
+        return self._commit(attempt)
+
+    def append(self, name, df, *, token=None, partition_by=None) -> WriteResult:
+        app_id = append_token_app_id(token) if token is not None else None
+        partition_by = self._check_partition_by(partition_by, df.columns)
+
+        def attempt() -> WriteResult:
+            marker = f"append {uuid.uuid4()}"
+            before = self.version(name)
+            writer = df.write.format("delta").mode("append").option("mergeSchema", "true") \
+                       .option("userMetadata", marker)
+            if app_id:
+                # Delta skips the write when this (appId, version) is already in the log.
+                writer = writer.option("txnAppId", app_id).option("txnVersion", APPEND_TOKEN_TXN_VERSION)
+            if before is None and partition_by:
+                writer = writer.partitionBy(*partition_by)
+            writer.save(self.path(name))
+            return self._result(name, marker, before)
+
+        return self._commit(attempt)
+
+    def overwrite(self, name, df, *, partition_by=None) -> WriteResult:
+        partition_by = self._check_partition_by(partition_by, df.columns)
+
+        def attempt() -> WriteResult:
+            marker = f"overwrite {uuid.uuid4()}"
+            before = self.version(name)
+            writer = df.write.format("delta").mode("overwrite").option("overwriteSchema", "true") \
+                       .option("userMetadata", marker)
+            if partition_by:
+                writer = writer.partitionBy(*partition_by)
+            writer.save(self.path(name))
+            return self._result(name, marker, before)
+
+        return self._commit(attempt)
+
+    def delete_where_in(self, name, column, values) -> WriteResult:
+        check_identifier(column, "column")
+        values = list(values)
+        if any(v is None for v in values):
+            raise ValueError("delete_where_in: values must not contain None (null never matches IN)")
+
+        def attempt() -> WriteResult:
+            table = self._delta_table(name)
+            if table is None:
+                return WriteResult(rows_written=0, version=None, rows_deleted=0)
+            if not values:
+                return WriteResult(rows_written=0, version=self.version(name), rows_deleted=0)
+            table.delete(F.col(column).isin(values))  # values are bound as literals by Spark
+            last = table.history(1).select("version", "operationMetrics").collect()[0]
+            metrics = last["operationMetrics"] or {}
+            deleted = int(metrics["numDeletedRows"]) if "numDeletedRows" in metrics else None
+            return WriteResult(rows_written=0, version=last["version"], rows_deleted=deleted)
+
+        return self._commit(attempt)
+
+    # -- metadata ------------------------------------------------------------------------
+
+    def version(self, name: str) -> int | None:
+        table = self._delta_table(name)
+        if table is None:
+            return None
+        return table.history(1).select("version").collect()[0][0]
+
+    def describe(self, name: str) -> dict:
+        table = self._delta_table(name)
+        if table is None:
+            raise FileNotFoundError(f"no Delta table at {self.path(name)}")
+        detail = table.detail().select("numFiles", "sizeInBytes").collect()[0]
+        return {
+            "path": self.path(name),
+            "version": self.version(name),
+            "num_files": detail["numFiles"],
+            "size_bytes": detail["sizeInBytes"],
+        }

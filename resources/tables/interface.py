@@ -1,0 +1,155 @@
+"""The table store's interface, what every write returns, and the rules both engines share:
+plain identifiers, commit retries, append tokens."""
+
+from __future__ import annotations
+
+import abc
+import os
+import random
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from incremental_assets.names import check_identifier
+from resources.tables.delta_log import read_delta_arrow
+
+# Commit conflicts (two writers touching the same rows, or creating the same table) are
+# retried as a whole operation on a fresh snapshot, with exponential backoff and jitter.
+MAX_COMMIT_ATTEMPTS = 8
+FIRST_BACKOFF_SECONDS = 0.05
+
+# An append token becomes the Delta transaction identifier (appId, version) of its commit;
+# the version is a constant, so "token already recorded" means "already written".
+APPEND_TOKEN_APP_ID_PREFIX = "incremental-assets:"
+APPEND_TOKEN_TXN_VERSION = 1
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    rows_written: int
+    version: int | None
+    rows_deleted: int | None = None
+    skipped: bool = False  # True when an idempotent append saw its token already
+
+
+def check_columns_present(available: Sequence[str], wanted: Sequence[str], what: str) -> None:
+    missing = [c for c in wanted if c not in available]
+    if missing:
+        raise ValueError(f"{what}: column(s) {missing} not found; columns are {list(available)}")
+
+
+def append_token_app_id(token: str) -> str:
+    if not isinstance(token, str) or not token:
+        raise ValueError(f"append token must be a non-empty string, got {token!r}")
+    return APPEND_TOKEN_APP_ID_PREFIX + token
+
+
+class TableCreatedConcurrently(Exception):
+    """Another writer created the table between our snapshot and our create: retry."""
+
+
+def retry_on_conflict(operation: Callable[[], WriteResult], conflicts: tuple[type[BaseException], ...]) -> WriteResult:
+    """Run a whole write (snapshot, checks, commit) again when its commit conflicts."""
+    for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
+        try:
+            return operation()
+        except conflicts:
+            if attempt == MAX_COMMIT_ATTEMPTS:
+                raise
+            time.sleep(FIRST_BACKOFF_SECONDS * 2 ** (attempt - 1) * (0.5 + random.random()))
+    raise AssertionError("unreachable")
+
+
+class TableStore(abc.ABC):
+    """Delta tables under one warehouse root; see the module docstring."""
+
+    engine_name: str
+
+    def __init__(self, spark, root: str):
+        self.spark = spark
+        root = str(root)
+        # Local roots become absolute so Spark and delta-rs resolve them the same way.
+        self.root = root.rstrip("/") if "://" in root else os.path.abspath(root)
+
+    def path(self, name: str) -> str:
+        return f"{self.root}/{check_identifier(name, 'table name')}"
+
+    @abc.abstractmethod
+    def exists(self, name: str) -> bool:
+        """True when a Delta table exists at path(name)."""
+
+    @abc.abstractmethod
+    def read(self, name: str, columns: Sequence[str] | None = None):
+        """The whole table as a Spark DataFrame (FileNotFoundError if it does not exist)."""
+
+    @abc.abstractmethod
+    def read_path_range(self, path: str, column: str, start, end, columns: Sequence[str] | None = None):
+        """read_range for a Delta table outside the warehouse (e.g. the source), by path."""
+
+    @abc.abstractmethod
+    def read_range(self, name: str, column: str, start, end, columns: Sequence[str] | None = None):
+        """Rows with start <= column < end (None: unbounded on that side).
+
+        `column` is a timestamp or date column; bounds are tz-aware datetimes or dates (on a
+        date column, midnight UTC datetimes too, e.g. a Dagster partition time window).
+        """
+
+    @abc.abstractmethod
+    def replace_range(self, name: str, df, *, column: str, start, end,
+                      partition_by: Sequence[str] | None = None) -> WriteResult:
+        """In one commit, delete the rows with start <= column < end and insert df.
+
+        Every row of df must lie in the range (else ValueError naming the column and the
+        first offending value, and nothing is written). Creates the table when missing, also
+        from an empty df; partition_by applies only then. A failure leaves the old rows.
+        """
+
+    @abc.abstractmethod
+    def merge(self, name: str, df, *, keys: Sequence[str],
+              partition_by: Sequence[str] | None = None) -> WriteResult:
+        """Upsert by key: matched rows get all of df's columns, new keys are inserted.
+
+        df's keys must be unique and not null (else ValueError). Added columns evolve the schema.
+        """
+
+    @abc.abstractmethod
+    def append(self, name: str, df, *, token: str | None = None,
+               partition_by: Sequence[str] | None = None) -> WriteResult:
+        """Append df; with a token, only once per token (skipped=True when already written)."""
+
+    @abc.abstractmethod
+    def overwrite(self, name: str, df, *, partition_by: Sequence[str] | None = None) -> WriteResult:
+        """Replace the whole table (rows and schema) by df in one commit."""
+
+    @abc.abstractmethod
+    def delete_where_in(self, name: str, column: str, values: Sequence) -> WriteResult:
+        """Delete the rows whose column equals one of values (no None; values never become SQL text unescaped)."""
+
+    @abc.abstractmethod
+    def version(self, name: str) -> int | None:
+        """The table's current version, None when it does not exist."""
+
+    @abc.abstractmethod
+    def describe(self, name: str) -> dict:
+        """{"path", "version", "num_files", "size_bytes"}: metadata for materializations."""
+
+    def read_arrow(self, name: str, columns: Sequence[str] | None = None, filters=None) -> pa.Table:
+        """Read through delta-rs only (no Spark): small tables.
+
+        `filters` is a pyarrow DNF filter, e.g. [("status", "=", "done")], applied after the read.
+        """
+        data = read_delta_arrow(self.path(name), None if filters else columns)
+        if data is None:
+            raise FileNotFoundError(f"no Delta table at {self.path(name)}")
+        if filters:
+            data = data.filter(pq.filters_to_expression(filters))
+            return data.select(list(columns)) if columns else data
+        return data
+
+    def _check_partition_by(self, partition_by: Sequence[str] | None, columns: Sequence[str]) -> list[str]:
+        partition_by = [check_identifier(c, "partition column") for c in (partition_by or [])]
+        check_columns_present(columns, partition_by, "partition_by")
+        return partition_by

@@ -1,0 +1,112 @@
+"""A write's rows computed once by Spark and staged as Parquet, for delta-rs to stream in."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import uuid
+from typing import Sequence
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+
+
+def delta_field(field: pa.Field) -> pa.Field:
+    """The field as delta-rs stores it: nullable (a NOT NULL column would block later
+    evolution), timestamps as timestamp[us, UTC] (the Delta `timestamp` type)."""
+    kind = field.type
+    if pa.types.is_timestamp(kind) and kind.tz is not None:
+        kind = pa.timestamp("us", tz="UTC")
+    return pa.field(field.name, kind, nullable=True, metadata=field.metadata)
+
+
+# A write's staged files live seconds to minutes; anything this old was left by a process
+# that died mid-write (a finished or refused write removes its own).
+STALE_STAGING_SECONDS = 24 * 3600
+
+
+def sweep_stale_staging(staging_root: str, *, older_than: float = STALE_STAGING_SECONDS) -> list[str]:
+    """Remove staged-write directories under `<staging_root>/_staging` last modified more than
+    `older_than` seconds ago; return their names. Readers never see staged files, so this
+    only reclaims disk; young directories may belong to a write in progress and are kept."""
+    staging = os.path.join(staging_root, "_staging")
+    try:
+        entries = list(os.scandir(staging))
+    except FileNotFoundError:
+        return []
+    cutoff = time.time() - older_than
+    removed = []
+    for entry in entries:
+        try:
+            stale = entry.stat(follow_symlinks=False).st_mtime < cutoff
+        except FileNotFoundError:  # removed meanwhile by its own writer
+            continue
+        if stale:
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed.append(entry.name)
+    return removed
+
+
+class StagedRows:
+    """A DataFrame's rows for one write, computed once.
+
+    Local warehouses: Spark writes them as Parquet files under `<root>/_staging/<id>` and
+    delta-rs reads them back as a stream of Arrow batches, so memory stays bounded however
+    large the write (collecting the result to the driver ran a 10M-event backfill out of
+    heap). Remote warehouses: collected to Arrow in memory. Use as `with StagedRows(...) as
+    data:`; leaving the block removes the files, whether the write succeeded or not.
+    """
+
+    def __init__(self, df, staging_root: str | None):
+        self._path = None
+        if staging_root is None:
+            self._table: pa.Table | None = df.toArrow()
+            self._dataset = None
+            source_schema = self._table.schema
+        else:
+            sweep_stale_staging(staging_root)
+            self._path = f"{staging_root}/_staging/{uuid.uuid4().hex}"
+            try:
+                df.write.mode("error").parquet(self._path)
+            except BaseException:
+                self.close()  # a failed Spark job can leave part files behind
+                raise
+            self._dataset = ds.dataset(self._path, format="parquet")
+            self._table = None
+            source_schema = self._dataset.schema if self._dataset.files else df.limit(0).toArrow().schema
+        self.schema = pa.schema([delta_field(f) for f in source_schema])
+        self.column_names = self.schema.names
+        self.num_rows = self._table.num_rows if self._table is not None else self._dataset.count_rows()
+
+    def reader(self) -> pa.RecordBatchReader:
+        """A fresh stream of all rows in `schema` (each commit attempt reads its own)."""
+        if self._table is not None:
+            return self._table.cast(self.schema).to_reader()
+        batches = (batch.cast(self.schema) for batch in self._dataset.to_batches())
+        return pa.RecordBatchReader.from_batches(self.schema, batches)
+
+    def columns(self, names: Sequence[str]) -> pa.Table:
+        """Only these columns, in memory (for checks on keys and range columns)."""
+        subset = pa.schema([self.schema.field(n) for n in names])
+        table = self._table.select(list(names)) if self._table is not None else \
+            self._dataset.to_table(columns=list(names))
+        return table.cast(subset)
+
+    def close(self) -> None:
+        if self._path is not None:
+            shutil.rmtree(self._path, ignore_errors=True)
+
+    def __enter__(self) -> "StagedRows":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def stats_configuration(data: StagedRows) -> dict[str, str] | None:
+    """Keep min/max statistics of every time column, wherever it sits: Delta's default covers
+    only the first 32 columns, and range reads skip files by these statistics."""
+    columns = [f.name for f in data.schema
+               if pa.types.is_timestamp(f.type) or pa.types.is_date(f.type) or pa.types.is_integer(f.type)]
+    return {"delta.dataSkippingStatsColumns": ",".join(columns)} if columns else None
