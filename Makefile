@@ -11,11 +11,13 @@ DEMO_START  ?= 2026-01-05
 DEMO_DAYS   ?= 7
 DEMO_EVENTS ?= 200000
 
-.PHONY: help setup check-prereqs demo test ui validate bench bench-small clean
+.PHONY: help setup check-prereqs demo test test-clocks soak ui validate bench bench-small clean
 
 help:
 	@echo "make demo    set up, generate a sample event lake, run the pipeline on it"
 	@echo "make test    set up and run the test suite"
+	@echo "make test-clocks  the clock-dependent tests under two clocks (midnight and noon UTC)"
+	@echo "make soak    many runs in a row over a growing source (SOAK_HOURS=24)"
 	@echo "make ui      open the Dagster UI (dagster dev) on 127.0.0.1:3000"
 	@echo "make bench   benchmark: 10M events over 30 days, writes bench/RESULTS.md (about an hour)"
 	@echo "make bench-small  the same on 300k events over 10 days (a few minutes)"
@@ -39,6 +41,21 @@ demo: setup
 
 test: setup
 	$(BIN)/python -m pytest
+
+# The tests whose clock is a parameter (a real Dagster daemon with an injected sensor clock),
+# run at two times of day: just after midnight and at noon (UTC).
+TEST_CLOCKS ?= 2026-01-07T00:05:00+00:00 2026-01-07T12:05:00+00:00
+test-clocks: setup
+	@for clock in $(TEST_CLOCKS); do \
+	  echo "== tests under the clock $$clock"; \
+	  TEST_CLOCK=$$clock $(BIN)/python -m pytest -m clock -p no:cacheprovider || exit 1; \
+	done
+
+# Many runs in a row over a growing source: in one process and as CLI processes (see
+# tests/reliability/test_soak.py); SOAK_HOURS runs of each.
+SOAK_HOURS ?= 24
+soak: setup
+	SOAK_HOURS=$(SOAK_HOURS) $(BIN)/python -m pytest tests/reliability/test_soak.py tests/reliability/test_clean_exit.py -p no:cacheprovider
 
 # DuckDB is installed for the benchmark only (the single-machine baseline it compares with).
 BENCH_STAMP := $(VENV)/.bench-installed

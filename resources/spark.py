@@ -126,6 +126,3 @@ def as_utc(value):
         return value
     return value.replace(tzinfo=timezone.utc)
 
-
-def spark_resource(overrides: Mapping[str, Any] | None = None) -> SparkResource:
-    return SparkResource(spark_config=dict(overrides or {}))

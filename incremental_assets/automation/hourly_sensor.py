@@ -6,6 +6,7 @@ The truth is in the processing manifest; the cursor only remembers what was laun
 """
 
 import json
+import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -35,6 +36,7 @@ from incremental_assets.names import (
 )
 from incremental_assets.partitions import LOAD_SETTINGS, floor_hour, hourly_partitions
 from incremental_assets.progress import LoadHoursPlan, next_load_hours
+from incremental_assets.settings import parse_utc_datetime
 from incremental_assets.sources.load_hours import source_fingerprints
 from resources.manifest import abandoned_lock_check
 from resources.warehouse import WarehouseResource
@@ -44,9 +46,15 @@ UNFINISHED = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunS
               DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
 
 
+# An ISO time the sensor takes as "now" instead of the system clock: for tests and rehearsals of
+# the daemon on past data. Unset in production.
+SENSOR_CLOCK_ENV = "INCREMENTAL_SENSOR_CLOCK"
+
+
 def utc_now() -> datetime:
-    """The sensor's clock (tests replace it)."""
-    return datetime.now(timezone.utc)
+    """The sensor's clock: the system clock, or the fixed time INCREMENTAL_SENSOR_CLOCK names."""
+    fixed = os.environ.get(SENSOR_CLOCK_ENV)
+    return parse_utc_datetime(SENSOR_CLOCK_ENV, fixed) if fixed else datetime.now(timezone.utc)
 
 
 @dataclass

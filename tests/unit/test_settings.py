@@ -61,8 +61,24 @@ def test_durations_give_timedeltas():
     assert settings.grace == timedelta(hours=7) and settings.abstinent == timedelta(0)
 
 
-def test_the_warehouse_resource_mirrors_every_setting():
-    from incremental_assets.settings import Settings as S
+# How a setting's type appears in Dagster config, which has no date types: ISO text.
+CONFIG_TYPE = {"datetime": "str", "date | None": "str", "tuple[str, ...]": "list[str]"}
+
+
+def test_the_warehouse_resource_mirrors_every_setting_with_its_type():
+    import typing
+
     from resources.warehouse import WarehouseResource
 
-    assert set(S.__dataclass_fields__) == set(WarehouseResource.model_fields) - {"pyspark"}
+    setting_types = typing.get_type_hints(Settings)
+    resource_fields = {name: f for name, f in WarehouseResource.model_fields.items() if name != "pyspark"}
+    assert set(setting_types) == set(resource_fields)
+    for name, kind in setting_types.items():
+        text = kind.__name__ if isinstance(kind, type) else str(kind).replace("datetime.", "")
+        expected = CONFIG_TYPE.get(text, text)
+        # Every resource field is optional: unset means "the environment or the default".
+        annotation = resource_fields[name].annotation
+        assert typing.get_origin(annotation) is typing.Union and type(None) in typing.get_args(annotation), name
+        (inner,) = [a for a in typing.get_args(annotation) if a is not type(None)]
+        actual = inner.__name__ if isinstance(inner, type) else str(inner)
+        assert actual == expected, (name, actual, expected)
