@@ -29,11 +29,12 @@ from resources.tables.delta_log import read_delta_arrow
 from resources.tables.delta_rs import DeltaRsTableStore
 from resources.tables.delta_spark import DeltaSparkTableStore, delta_spark_unavailable_reason
 from resources.tables.interface import TableStore, WriteResult, check_identifier
+from resources.tables.ranges import RowRange
 from resources.tables.scans import Scan, recording_scans
 from resources.tables.staging import sweep_stale_staging
 
 __all__ = [
-    "DeltaRsTableStore", "DeltaSparkTableStore", "Scan", "TableStore", "WriteResult", "check_identifier",
+    "DeltaRsTableStore", "DeltaSparkTableStore", "RowRange", "Scan", "TableStore", "WriteResult", "check_identifier",
     "delta_spark_unavailable_reason", "read_delta_arrow", "recording_scans", "sweep_stale_staging",
     "table_store",
 ]

@@ -23,9 +23,10 @@ _TIMESTAMP_STATS_SLACK = dt.timedelta(milliseconds=1)
 _HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 
 
-def load_table(path: str) -> DeltaTable | None:
+def load_table(path: str, version: int | None = None) -> DeltaTable | None:
+    """The Delta table at `path` (at `version` when given); None when there is none."""
     try:
-        return DeltaTable(path)
+        return DeltaTable(path, version=version)
     except TableNotFoundError:
         return None
 
@@ -78,16 +79,22 @@ def spark_schema(table: DeltaTable):
     return StructType.fromJson(json.loads(table.schema().to_json()))
 
 
+def _plain_type(kind: pa.DataType) -> pa.DataType:
+    if pa.types.is_string_view(kind):
+        return pa.string()
+    if pa.types.is_binary_view(kind):
+        return pa.binary()
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_list_view(kind):
+        return pa.list_(kind.value_field.with_type(_plain_type(kind.value_type)))
+    if pa.types.is_struct(kind):
+        return pa.struct([f.with_type(_plain_type(f.type)) for f in kind])
+    return kind
+
+
 def without_view_types(data: pa.Table) -> pa.Table:
-    """delta-rs scans return string/binary views; cast them to the plain Arrow types."""
-    fields = []
-    for field in data.schema:
-        if pa.types.is_string_view(field.type):
-            field = field.with_type(pa.string())
-        elif pa.types.is_binary_view(field.type):
-            field = field.with_type(pa.binary())
-        fields.append(field)
-    return data.cast(pa.schema(fields))
+    """delta-rs scans return string/binary views (also inside lists and structs); cast them to
+    the plain Arrow types."""
+    return data.cast(pa.schema([field.with_type(_plain_type(field.type)) for field in data.schema]))
 
 
 

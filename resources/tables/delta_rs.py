@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError
+from pyspark.sql import functions as F
 
 from resources.tables.delta_log import (
     absolute_file_paths,
@@ -33,15 +34,21 @@ from resources.tables.interface import (
     retry_on_conflict,
 )
 from resources.tables.ranges import (
-    check_arrow_rows_in_range,
+    check_arrow_rows_in_ranges,
     delta_rs_in_predicate,
     delta_rs_range_predicate,
+    delta_rs_rows_predicate,
     normalise_range,
+    resolve_rows,
     spark_range_condition,
     spark_type_name,
 )
 from resources.tables.scans import record_scan
 from resources.tables.staging import StagedRows, stats_configuration
+
+
+# replace_keys marks the source rows that delete their key rather than write it.
+_PRESENT = "_replace_keys_row_present"
 
 
 def _check_unique_non_null_keys(data: pa.Table, keys: Sequence[str]) -> None:
@@ -73,22 +80,23 @@ class DeltaRsTableStore(TableStore):
     def read_range(self, name: str, column: str, start, end, columns: Sequence[str] | None = None):
         return self._read(self.path(name), columns, (check_identifier(column, "range column"), start, end))
 
-    def read_path_range(self, path: str, column: str, start, end, columns: Sequence[str] | None = None):
-        return self._read(path, columns, (check_identifier(column, "range column"), start, end))
+    def read_path_range(self, path: str, column: str, start, end, columns: Sequence[str] | None = None,
+                        version: int | None = None):
+        return self._read(path, columns, (check_identifier(column, "range column"), start, end), version)
 
     def _require(self, name: str) -> DeltaTable:
         return self._require_path(self.path(name))
 
     @staticmethod
-    def _require_path(path: str) -> DeltaTable:
-        table = load_table(path)
+    def _require_path(path: str, version: int | None = None) -> DeltaTable:
+        table = load_table(path, version)
         if table is None:
             raise FileNotFoundError(f"no Delta table at {path}")
         return table
 
-    def _read(self, path: str, columns: Sequence[str] | None, time_range=None):
+    def _read(self, path: str, columns: Sequence[str] | None, time_range=None, version: int | None = None):
         name = path.rstrip("/").rsplit("/", 1)[-1]
-        table = self._require_path(path)
+        table = self._require_path(path, version)
         schema = spark_schema(table)
         if columns:
             check_columns_present(schema.names, columns, f"read {name}")
@@ -186,25 +194,59 @@ class DeltaRsTableStore(TableStore):
             rows_written=data.num_rows, version=table.version(),
             rows_deleted=self._rows_deleted(path, rows_before, version_before, table, data.num_rows))
 
-    def replace_range(self, name, df, *, column, start, end, partition_by=None) -> WriteResult:
+    def replace(self, name, df, *, rows, partition_by=None) -> WriteResult:
         path = self.path(name)
-        check_identifier(column, "range column")
+        for row_range in rows:
+            check_identifier(row_range.column, "range column")
+            if row_range.key is not None:
+                check_identifier(row_range.key, "key column")
         with self._stage(df) as data:
             partition_by = self._check_partition_by(partition_by, data.column_names)
-            check_columns_present(data.column_names, [column], f"replace_range {name}")
+            check_columns_present(data.column_names, sorted({r.column for r in rows}), f"replace {name}")
 
             def attempt() -> WriteResult:
                 table = load_table(path)
                 schema = spark_schema(table) if table is not None else df.schema
-                column_type = spark_type_name(schema, column, f"replace_range {name}")
-                lo, hi = normalise_range(column, column_type, start, end)
-                check_arrow_rows_in_range(data.columns([column]), column, lo, hi)
+                ranges = resolve_rows(rows, schema, f"replace {name}")
+                check_arrow_rows_in_ranges(data.columns(sorted({r.column for r in ranges})), ranges)
                 if table is None:
                     return self._create(path, data, partition_by, rows_deleted=0)
                 return self._overwrite_counted(path, table, data, schema_mode="merge",
-                                               predicate=delta_rs_range_predicate(column, column_type, lo, hi))
+                                               predicate=delta_rs_rows_predicate(ranges))
 
             return self._commit(attempt)
+
+    def replace_keys(self, name, df, *, key, keys) -> WriteResult:
+        path = self.path(name)
+        check_identifier(key, "key column")
+        columns = df.columns
+        check_columns_present(columns, [key], f"replace_keys {name}")
+        gone = keys.select(key).distinct().join(df.select(key), key, "left_anti")
+        source = (df.withColumn(_PRESENT, F.lit(True))
+                  .unionByName(gone.withColumn(_PRESENT, F.lit(False)), allowMissingColumns=True))
+        with self._stage(source) as data:
+            present = data.columns([key, _PRESENT])
+            _check_unique_non_null_keys(present.filter(present[_PRESENT]), [key])
+            written = pc.sum(present[_PRESENT].cast(pa.int64())).as_py() or 0
+            values = {c: f's."{c}"' for c in columns}
+
+            def attempt() -> WriteResult:
+                table = load_table(path)
+                if table is None:
+                    return self._create_from_df(path, df)
+                (table.merge(data.reader(), predicate=f't."{key}" = s."{key}"', source_alias="s",
+                             target_alias="t", merge_schema=True)
+                      .when_matched_delete(predicate=f'NOT s."{_PRESENT}"')
+                      .when_matched_update(updates=values)
+                      .when_not_matched_insert(updates=values, predicate=f's."{_PRESENT}"')
+                      .execute())
+                return WriteResult(rows_written=written, version=table.version())
+
+            return self._commit(attempt)
+
+    def _create_from_df(self, path: str, df) -> WriteResult:
+        with self._stage(df) as data:
+            return self._create(path, data, [], rows_deleted=0)
 
     def merge(self, name, df, *, keys, partition_by=None) -> WriteResult:
         path = self.path(name)

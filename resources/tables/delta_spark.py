@@ -27,12 +27,15 @@ from resources.tables.interface import (
 from resources.tables.ranges import (
     normalise_range,
     out_of_range_error,
+    resolve_rows,
     spark_range_condition,
-    spark_sql_range_predicate,
+    spark_sql_rows_predicate,
     spark_type_name,
 )
 
 DELTA_EXTENSION_CLASS = "io.delta.sql.DeltaSparkSessionExtension"
+# replace_keys marks the source rows that delete their key rather than write it.
+_PRESENT = "_replace_keys_row_present"
 
 
 def _delta_spark_coordinate() -> str:
@@ -165,9 +168,11 @@ class DeltaSparkTableStore(TableStore):
     def read_range(self, name: str, column: str, start, end, columns: Sequence[str] | None = None):
         return self.read_path_range(self.path(name), column, start, end, columns)
 
-    def read_path_range(self, path: str, column: str, start, end, columns: Sequence[str] | None = None):
+    def read_path_range(self, path: str, column: str, start, end, columns: Sequence[str] | None = None,
+                        version: int | None = None):
         check_identifier(column, "range column")
-        df = self.spark.read.format("delta").load(path)
+        reader = self.spark.read.format("delta")
+        df = (reader.option("versionAsOf", version) if version is not None else reader).load(path)
         column_type = spark_type_name(df.schema, column, f"read_range {path}")
         lo, hi = normalise_range(column, column_type, start, end)
         df = df.where(spark_range_condition(column, lo, hi))  # Delta skips files by stats
@@ -175,29 +180,62 @@ class DeltaSparkTableStore(TableStore):
 
     # -- writes --------------------------------------------------------------------------
 
-    def replace_range(self, name, df, *, column, start, end, partition_by=None) -> WriteResult:
-        check_identifier(column, "range column")
+    def replace(self, name, df, *, rows, partition_by=None) -> WriteResult:
+        for row_range in rows:
+            check_identifier(row_range.column, "range column")
+            if row_range.key is not None:
+                check_identifier(row_range.key, "key column")
         partition_by = self._check_partition_by(partition_by, df.columns)
-        check_columns_present(df.columns, [column], f"replace_range {name}")
-        column_type = spark_type_name(df.schema, column, f"replace_range {name}")
-        lo, hi = normalise_range(column, column_type, start, end)
+        check_columns_present(df.columns, sorted({r.column for r in rows}), f"replace {name}")
+        ranges = resolve_rows(rows, df.schema, f"replace {name}")
         # One Spark job to name the first offending row (Delta's own check would only fail).
-        offending = df.where(~F.coalesce(spark_range_condition(column, lo, hi), F.lit(False)))
-        first = offending.select(column).limit(1).collect()
+        inside = functools.reduce(operator.or_, [spark_range_condition(r.column, r.lo, r.hi) for r in ranges],
+                                  F.lit(False))
+        offending = df.where(~F.coalesce(inside, F.lit(False)))
+        first = offending.select(*[r.column for r in ranges[:1]]).limit(1).collect() if ranges else \
+            df.limit(1).collect()
         if first:
-            raise out_of_range_error(column, lo, hi, first[0][0])
+            if not ranges:
+                raise ValueError("replace: rows were given but the selection selects nothing")
+            raise out_of_range_error(ranges[0].column, ranges[0].lo, ranges[0].hi, first[0][0])
 
         def attempt() -> WriteResult:
-            marker = f"replace_range {uuid.uuid4()}"
+            marker = f"replace {uuid.uuid4()}"
             before = self.version(name)
             if self._create_if_missing(name, df, partition_by, marker):
                 return self._result(name, marker, None)
             (df.write.format("delta").mode("overwrite")
-               .option("replaceWhere", spark_sql_range_predicate(column, column_type, lo, hi))
+               .option("replaceWhere", spark_sql_rows_predicate(ranges))
                .option("mergeSchema", "true")
                .option("userMetadata", marker)
                .save(self.path(name)))
             return self._result(name, marker, before, "numDeletedRows")
+
+        return self._commit(attempt)
+
+    def replace_keys(self, name, df, *, key, keys) -> WriteResult:
+        check_identifier(key, "key column")
+        check_columns_present(df.columns, [key], f"replace_keys {name}")
+        most, nulls = df.groupBy(key).count().agg(F.max("count"), F.count(F.when(F.col(key).isNull(), 1))).first()
+        if nulls or (most or 0) > 1:
+            raise ValueError(f"replace_keys: key {key!r} must be unique and not null in the data")
+        gone = keys.select(key).distinct().join(df.select(key), key, "left_anti")
+        source = (df.withColumn(_PRESENT, F.lit(True))
+                  .unionByName(gone.withColumn(_PRESENT, F.lit(False)), allowMissingColumns=True))
+        values = {c: f"s.`{c}`" for c in df.columns}
+
+        def attempt() -> WriteResult:
+            marker = f"replace_keys {uuid.uuid4()}"
+            if self._create_if_missing(name, df, [], marker):
+                return self._result(name, marker, None)
+            (self._delta_table(name).alias("t")
+                 .merge(source.alias("s"), f"t.`{key}` = s.`{key}`")
+                 .whenMatchedDelete(condition=f"NOT s.`{_PRESENT}`")
+                 .whenMatchedUpdate(set=values)
+                 .whenNotMatchedInsert(condition=f"s.`{_PRESENT}`", values=values)
+                 .withSchemaEvolution()
+                 .execute())
+            return WriteResult(rows_written=df.count(), version=self.version(name))
 
         return self._commit(attempt)
 

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 
 from incremental_assets.names import check_identifier
 from resources.tables.delta_log import read_delta_arrow
+from resources.tables.ranges import RowRange
 
 # Commit conflicts (two writers touching the same rows, or creating the same table) are
 # retried as a whole operation on a fresh snapshot, with exponential backoff and jitter.
@@ -86,8 +87,10 @@ class TableStore(abc.ABC):
         """The whole table as a Spark DataFrame (FileNotFoundError if it does not exist)."""
 
     @abc.abstractmethod
-    def read_path_range(self, path: str, column: str, start, end, columns: Sequence[str] | None = None):
-        """read_range for a Delta table outside the warehouse (e.g. the source), by path."""
+    def read_path_range(self, path: str, column: str, start, end, columns: Sequence[str] | None = None,
+                        version: int | None = None):
+        """read_range for a Delta table outside the warehouse (e.g. the source), by path; at
+        `version` when given (the version a run planned with)."""
 
     @abc.abstractmethod
     def read_range(self, name: str, column: str, start, end, columns: Sequence[str] | None = None):
@@ -97,15 +100,27 @@ class TableStore(abc.ABC):
         date column, midnight UTC datetimes too, e.g. a Dagster partition time window).
         """
 
-    @abc.abstractmethod
     def replace_range(self, name: str, df, *, column: str, start, end,
                       partition_by: Sequence[str] | None = None) -> WriteResult:
-        """In one commit, delete the rows with start <= column < end and insert df.
+        """In one commit, delete the rows with start <= column < end and insert df (`replace`)."""
+        return self.replace(name, df, rows=[RowRange(column, start, end)], partition_by=partition_by)
 
-        Every row of df must lie in the range (else ValueError naming the column and the
-        first offending value, and nothing is written). Creates the table when missing, also
-        from an empty df; partition_by applies only then. A failure leaves the old rows.
+    @abc.abstractmethod
+    def replace(self, name: str, df, *, rows: Sequence[RowRange],
+                partition_by: Sequence[str] | None = None) -> WriteResult:
+        """In one commit, delete the rows any of `rows` selects and insert df.
+
+        Every row of df must lie in the time range of one of `rows` (else ValueError naming the
+        column and the first offending value, and nothing is written). Creates the table when
+        missing, also from an empty df; partition_by applies only then. A failure leaves the
+        old rows.
         """
+
+    @abc.abstractmethod
+    def replace_keys(self, name: str, df, *, key: str, keys) -> WriteResult:
+        """In one commit, delete the rows whose `key` is one of `keys` (a DataFrame with that
+        column) and insert df: keys without a row in df are deleted. df's keys must be unique
+        and not null (else ValueError). Creates the table from df when missing."""
 
     @abc.abstractmethod
     def merge(self, name: str, df, *, keys: Sequence[str],

@@ -1,10 +1,12 @@
-"""Time ranges on a table column: bounds, checks, and the literals and predicates that select
-them, for Spark and for delta-rs. Values are always bound or quoted, never pasted as text."""
+"""Selections of rows: time ranges on a column, optionally narrowed to some key values. Bounds,
+checks, and the literals and predicates that select them, for Spark and for delta-rs. Values
+are always bound or quoted, never pasted as text."""
 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -135,22 +137,9 @@ def spark_sql_range_predicate(column: str, column_type: str, lo, hi) -> str:
 
 def out_of_range_error(column: str, lo, hi, value) -> ValueError:
     return ValueError(
-        f"replace_range: every row must have {lo} <= {column} < {hi} (None = unbounded); "
+        f"replace: every row must have {lo} <= {column} < {hi} (None = unbounded); "
         f"column {column!r} has a row outside the range: first offending value {value}"
     )
-
-
-def check_arrow_rows_in_range(data: pa.Table, column: str, lo, hi) -> None:
-    values = data.column(column)
-    inside = pc.is_valid(values)
-    if lo is not None:
-        inside = pc.and_kleene(inside, pc.greater_equal(values, pa.scalar(lo, type=values.type)))
-    if hi is not None:
-        inside = pc.and_kleene(inside, pc.less(values, pa.scalar(hi, type=values.type)))
-    outside = pc.invert(pc.fill_null(inside, False))
-    if pc.any(outside).as_py():
-        first = pc.index(outside, True).as_py()
-        raise out_of_range_error(column, lo, hi, values[first].as_py())
 
 
 def spark_type_name(schema, column: str, what: str) -> str:
@@ -159,3 +148,97 @@ def spark_type_name(schema, column: str, what: str) -> str:
         if field.name == column:
             return field.dataType.typeName()
     raise ValueError(f"{what}: column {column!r} not found; columns are {schema.names}")
+
+
+# -- selections: a union of ranges, each optionally narrowed to key values ---------------------
+
+@dataclass(frozen=True)
+class RowRange:
+    """The rows with start <= column < end (None: unbounded on that side) and, when `key` is
+    given, whose `key` column equals one of `values`."""
+
+    column: str
+    start: Any = None
+    end: Any = None
+    key: str | None = None
+    values: tuple = ()
+
+
+@dataclass(frozen=True)
+class ResolvedRange:
+    """A RowRange with its bounds normalised for the column's type."""
+
+    column: str
+    column_type: str
+    lo: Any
+    hi: Any
+    key: str | None
+    key_type: str | None
+    values: tuple
+
+
+def resolve_rows(rows: Sequence[RowRange], schema, what: str) -> list[ResolvedRange]:
+    """The ranges of `rows` against a Spark schema; ranges narrowed to no key value select
+    nothing and are left out."""
+    resolved = []
+    for row_range in rows:
+        if row_range.key is not None and not row_range.values:
+            continue
+        if row_range.key is not None and any(v is None for v in row_range.values):
+            raise ValueError(f"{what}: key values must not contain None (null never matches)")
+        column_type = spark_type_name(schema, row_range.column, what)
+        lo, hi = normalise_range(row_range.column, column_type, row_range.start, row_range.end)
+        key_type = spark_type_name(schema, row_range.key, what) if row_range.key else None
+        resolved.append(ResolvedRange(row_range.column, column_type, lo, hi, row_range.key, key_type,
+                                      tuple(row_range.values)))
+    return resolved
+
+
+def delta_rs_rows_predicate(ranges: Sequence[ResolvedRange]) -> str:
+    """delta-rs SQL selecting the rows of any of `ranges`."""
+    parts = []
+    for r in ranges:
+        part = delta_rs_range_predicate(r.column, r.column_type, r.lo, r.hi)
+        if r.key is not None:
+            part += " AND " + delta_rs_in_predicate(r.key, r.key_type, r.values)
+        parts.append(f"({part})")
+    return " OR ".join(parts) or "FALSE"
+
+
+def _spark_sql_string(value: str) -> str:
+    # Spark SQL string literals treat a backslash as an escape character.
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def spark_sql_rows_predicate(ranges: Sequence[ResolvedRange]) -> str:
+    """Spark SQL text selecting the rows of any of `ranges` (delta-spark's replaceWhere)."""
+    parts = []
+    for r in ranges:
+        part = spark_sql_range_predicate(r.column, r.column_type, r.lo, r.hi)
+        if r.key is not None:
+            literals = [_spark_sql_string(v) if isinstance(v, str) else str(int(v)) for v in r.values]
+            part += f" AND `{r.key}` IN ({', '.join(literals)})"
+        parts.append(f"({part})")
+    return " OR ".join(parts) or "FALSE"
+
+
+def check_arrow_rows_in_ranges(data: pa.Table, ranges: Sequence[ResolvedRange]) -> None:
+    """Every row lies inside the time range of one of `ranges` (their key values are not checked)."""
+    if not ranges:
+        if data.num_rows:
+            raise ValueError("replace: rows were given but the selection selects nothing")
+        return
+    inside = None
+    for r in ranges:
+        values = data.column(r.column)
+        mask = pc.is_valid(values)
+        if r.lo is not None:
+            mask = pc.and_kleene(mask, pc.greater_equal(values, pa.scalar(r.lo, type=values.type)))
+        if r.hi is not None:
+            mask = pc.and_kleene(mask, pc.less(values, pa.scalar(r.hi, type=values.type)))
+        mask = pc.fill_null(mask, False)
+        inside = mask if inside is None else pc.or_(inside, mask)
+    outside = pc.invert(inside)
+    if pc.any(outside).as_py():
+        first, r = pc.index(outside, True).as_py(), ranges[0]
+        raise out_of_range_error(r.column, r.lo, r.hi, data.column(r.column)[first].as_py())

@@ -230,6 +230,43 @@ def test_replace_range_with_empty_df_creates_an_empty_table(store, spark):
     assert ns(store.read("t")) == [2]
 
 
+def test_replace_with_keyed_ranges_replaces_only_those_keys_in_one_commit(store, spark):
+    from resources.tables import RowRange
+
+    store.replace_range("t", events(spark, (utc(5, 1), 1, "a"), (utc(5, 2), 2, "b"), (utc(6, 1), 3, "a"),
+                                    (utc(6, 2), 4, "c"), (utc(7, 1), 5, "a")),
+                        column="ts", start=utc(5), end=utc(8))
+    before = store.version("t")
+
+    # The window's rows (day 5) and, from day 6 on, the rows of key 'a' only (it's 3 and 5).
+    result = store.replace("t", events(spark, (utc(5, 3), 10, "x"), (utc(6, 5), 30, "a")),
+                           rows=[RowRange("ts", utc(5), utc(6)), RowRange("ts", utc(6), None, key="s", values=("a",))])
+
+    assert result == WriteResult(rows_written=2, version=before + 1, rows_deleted=4)
+    assert ns(store.read("t")) == [4, 10, 30]
+    # No key values: the keyed range selects nothing (and a row there is outside every range).
+    with pytest.raises(ValueError, match="'ts'"):
+        store.replace("t", events(spark, (utc(6, 7), 99, "zz")),
+                      rows=[RowRange("ts", utc(5), utc(6)), RowRange("ts", utc(6), None, key="s", values=())])
+    assert store.version("t") == before + 1
+
+
+def test_replace_keys_replaces_and_deletes_exactly_the_given_keys(store, spark):
+    store.replace_keys("k", events(spark, (utc(5), 1, "a"), (utc(5), 2, "b"), (utc(5), 3, "it's")),
+                       key="s", keys=spark.createDataFrame([("a",), ("b",), ("it's",)], "s string"))
+    version = store.version("k")
+
+    # 'a' gets a new row, "it's" has none left (deleted), 'new' is inserted, 'b' is untouched.
+    keys = spark.createDataFrame([("a",), ("it's",), ("new",)], "s string")
+    store.replace_keys("k", events(spark, (utc(6), 10, "a"), (utc(6), 40, "new")), key="s", keys=keys)
+
+    assert store.version("k") == version + 1
+    assert {r.s: r.n for r in store.read("k").collect()} == {"a": 10, "b": 2, "new": 40}
+    with pytest.raises(ValueError, match="not unique"):
+        store.replace_keys("k", events(spark, (utc(6), 1, "a"), (utc(6), 2, "a")), key="s", keys=keys)
+    assert store.version("k") == version + 1
+
+
 # ---------------------------------------------------------------------------------------
 # Merge, append, overwrite, delete
 # ---------------------------------------------------------------------------------------
