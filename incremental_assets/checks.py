@@ -4,9 +4,9 @@
 In a run a check looks at what the run wrote (the range in its partition-range tags);
 launched on its own (the asset's Checks tab) it looks at the whole table.
 
-- `event_id_unique` (base_events, filtered_events): each event_id once. In a run: the
-  window's rows against every row loaded up to `days_late_allowed + 1` days before it (where
-  an earlier copy could be, as base_events looks for one).
+- `event_id_unique` (base_events, filtered_events): no event_id twice within
+  `dedupe_lookback_days` (one copy of each event). In a run: the window's rows against every
+  row loaded within the look-back on either side of it.
 - `end_after_start` (sessions_lifecycle_manifest): end_tstamp >= start_tstamp.
 - `rows_aggregated_plus_pending_equal_filtered` (daily_aggregates): for every event day,
   rows aggregated + rows pending = filtered rows (filtered_events_counts against
@@ -28,6 +28,7 @@ from dagster import (
     asset_check,
     multi_asset_check,
 )
+from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from incremental_assets.ledger import rows_accounted_for
@@ -57,25 +58,30 @@ def run_window(context: AssetCheckExecutionContext, partitions_def) -> tuple[dat
 
 def event_id_duplicates(warehouse: WarehouseResource, table: str,
                         window: tuple[datetime, datetime] | None) -> dict[str, int]:
-    """Rows checked, event_ids seen more than once, and rows without an event_id."""
+    """Rows checked, event_ids held twice within dedupe_lookback_days of each other (the copies
+    of one event; docs/rules.md 3), and rows without an event_id. In a run: the window's rows
+    against every row loaded within the look-back on either side of it."""
     tables = warehouse.tables
     if not tables.exists(table):
         return {"rows_checked": 0, "duplicate_event_ids": 0, "null_event_ids": 0}
+    lookback = warehouse.settings.dedupe_lookback
     if window is None:
-        rows = tables.read(table, columns=["event_id"]).withColumn("in_window", F.lit(1))
+        rows = tables.read(table, columns=["event_id", "load_tstamp"]).withColumn("in_window", F.lit(True))
     else:
         start, end = window
-        lookback = warehouse.settings.duplicate_lookback
-        rows = tables.read_range(table, "load_tstamp", start - lookback, end,
+        rows = tables.read_range(table, "load_tstamp", start - lookback, end + lookback,
                                  columns=["event_id", "load_tstamp"]).withColumn(
-            "in_window", (F.col("load_tstamp") >= F.lit(start)).cast("int"))
-    per_id = rows.groupBy("event_id").agg(F.count(F.lit(1)).alias("copies"),
-                                          F.sum("in_window").alias("in_window"))
-    totals = per_id.agg(
-        F.sum("in_window").alias("rows_checked"),
-        F.sum(F.when(F.col("event_id").isNotNull() & (F.col("in_window") > 0) & (F.col("copies") > 1), 1)
-              .otherwise(0)).alias("duplicate_event_ids"),
-        F.sum(F.when(F.col("event_id").isNull(), F.col("in_window")).otherwise(0)).alias("null_event_ids"),
+            "in_window", (F.col("load_tstamp") >= F.lit(start)) & (F.col("load_tstamp") < F.lit(end)))
+    previous = F.lag("load_tstamp").over(Window.partitionBy("event_id").orderBy("load_tstamp"))
+    following = F.lead("load_tstamp").over(Window.partitionBy("event_id").orderBy("load_tstamp"))
+    limit = F.make_dt_interval(secs=F.lit(int(lookback.total_seconds())))
+    close = (F.col("load_tstamp") < previous + limit) | (following < F.col("load_tstamp") + limit)
+    flagged = rows.withColumn("close", F.coalesce(close, F.lit(False)))
+    totals = flagged.where("in_window").agg(
+        F.count(F.lit(1)).alias("rows_checked"),
+        F.countDistinct(F.when(F.col("event_id").isNotNull() & F.col("close"), F.col("event_id")))
+        .alias("duplicate_event_ids"),
+        F.count(F.when(F.col("event_id").isNull(), 1)).alias("null_event_ids"),
     ).first()
     return {name: int(totals[name] or 0) for name in ("rows_checked", "duplicate_event_ids", "null_event_ids")}
 

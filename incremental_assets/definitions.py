@@ -10,7 +10,7 @@ from dagster import Definitions, FreshnessPolicy, apply_freshness_policy, in_pro
 
 from incremental_assets.assets.daily import attributes, daily_aggregates
 from incremental_assets.assets.hourly import HOURLY_ASSET_DEFS
-from incremental_assets.automation import ASSET_JOBS, SENSORS
+from incremental_assets.automation import ASSET_JOBS, SCHEDULES, SENSORS
 from incremental_assets.checks import CHECKS
 from incremental_assets.operations import manifest_admin_job
 from resources.manifest_io_manager import ManifestIOManager
@@ -33,6 +33,7 @@ defs = Definitions(
     asset_checks=CHECKS,
     jobs=[*ASSET_JOBS, manifest_admin_job],
     sensors=SENSORS,
+    schedules=SCHEDULES,
     resources={
         "pyspark": spark,
         "warehouse": warehouse,

@@ -1,84 +1,106 @@
-"""The daily ledger: filtered rows per (load hour, event day), and per event day the rows
-aggregated and the rows pending. The late-day plan's inputs are read here and its pending
-counts written here, with delta-rs only (small tables, no Spark).
+"""The daily ledger: per (event day, load day), the filtered rows against the rows aggregated
+and the rows pending. Read and written with delta-rs only (small tables, no Spark).
 
-Invariant: for every event day, rows aggregated + rows pending = filtered rows.
+Rows are *unaccounted* when filtered - aggregated - pending is not 0 for some (event day,
+load day): new rows nobody planned yet, rows a rerun removed, a plan whose daily run failed or
+never ran. Every plan covers every such day, whatever hour touched it (docs/rules.md 6):
+- a day with fewer rows than accounted for is rebuilt (pending never goes negative);
+- otherwise seed 001's rule on its unaccounted rows: rebuilt when one is on time or when its
+  pending plus late rows reach min_rows_to_process, else they become pending.
+A rebuild writes the day's ledger rows after daily_aggregates: the completion marker.
+
+Invariant once a plan is carried out: for every pair, aggregated + pending = filtered.
 """
 
 from __future__ import annotations
 
-from datetime import date, datetime
+from datetime import date
 
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from incremental_assets.names import DAILY_MANIFEST, FILTERED_COUNTS
+from incremental_assets.names import DAILY_MANIFEST, FILTERED_COUNTS, USERS_TO_REFRESH
 from incremental_assets.planning.late_days import LateDaysPlan, conservation_check, days_to_process
 from incremental_assets.settings import Settings
 from resources.tables import read_delta_arrow
 
+Pair = tuple[date, date]  # (event day, load day)
 
-def plan_late_days(settings: Settings, load_start: datetime, load_end: datetime) -> LateDaysPlan:
-    """Which event days to rebuild after filtered_events landed for loads in [load_start, load_end).
 
-    Inputs are derived, so a rerun plans the same: new rows = the window's filtered rows per
-    (event day, load day); a day's stored skipped count = its filtered rows outside the window
-    that no rebuild has aggregated yet. Days not rebuilt get their pending count recorded.
-    """
-    counts = read_delta_arrow(settings.table_path(FILTERED_COUNTS))
-    if counts is None or counts.num_rows == 0:
-        return LateDaysPlan(days=[], skipped={})
-    new_rows: dict[tuple[date, date], int] = {}
-    total: dict[date, int] = {}
-    new_total: dict[date, int] = {}
-    for row in counts.to_pylist():
-        day = row["event_date"]
-        total[day] = total.get(day, 0) + row["rows"]
-        if load_start <= row["load_hour_tstamp"] < load_end:
-            key = (day, row["load_date"])
-            new_rows[key] = new_rows.get(key, 0) + row["rows"]
-            new_total[day] = new_total.get(day, 0) + row["rows"]
-    aggregated = aggregated_by_day(settings)
-    skipped = {day: max(0, total[day] - new_total[day] - aggregated.get(day, 0)) for day in new_total}
-    plan = days_to_process(new_rows, {d: n for d, n in skipped.items() if n}, reprocess_days=settings.reprocess_days,
-                           min_rows_to_process=settings.min_rows_to_process,
+def _sums(table: pa.Table | None, value: str) -> dict[Pair, int]:
+    sums: dict[Pair, int] = {}
+    for row in table.to_pylist() if table is not None else []:
+        key = (row["event_date"], row["load_date"])
+        sums[key] = sums.get(key, 0) + (row[value] or 0)
+    return sums
+
+
+def ledger_state(settings: Settings) -> tuple[dict[Pair, int], dict[Pair, int], dict[Pair, int]]:
+    """Filtered, aggregated and pending rows per (event day, load day)."""
+    counts = read_delta_arrow(settings.table_path(FILTERED_COUNTS), ["event_date", "load_date", "rows"])
+    ledger = read_delta_arrow(settings.table_path(DAILY_MANIFEST),
+                              ["event_date", "load_date", "rows_aggregated", "rows_pending"])
+    return _sums(counts, "rows"), _sums(ledger, "rows_aggregated"), _sums(ledger, "rows_pending")
+
+
+def unaccounted(settings: Settings) -> dict[Pair, int]:
+    """filtered - aggregated - pending for every pair where it is not 0."""
+    filtered, aggregated, pending = ledger_state(settings)
+    pairs = filtered.keys() | aggregated.keys() | pending.keys()
+    differences = {p: filtered.get(p, 0) - aggregated.get(p, 0) - pending.get(p, 0) for p in pairs}
+    return {p: n for p, n in differences.items() if n}
+
+
+def plan_late_days(settings: Settings) -> LateDaysPlan:
+    """The event days to rebuild now; the late rows of the others are recorded as pending."""
+    open_rows = {(day, load_day): n for (day, load_day), n in unaccounted(settings).items()
+                 if day >= settings.start_date.date()}
+    shrunk = {day for (day, _), n in open_rows.items() if n < 0}
+    _, _, pending = ledger_state(settings)
+    pending_by_day: dict[date, int] = {}
+    for (day, _), n in pending.items():
+        pending_by_day[day] = pending_by_day.get(day, 0) + n
+    grown = {pair: n for pair, n in open_rows.items() if pair[0] not in shrunk}
+    plan = days_to_process(grown, {d: n for d, n in pending_by_day.items() if n},
+                           reprocess_days=settings.reprocess_days, min_rows_to_process=settings.min_rows_to_process,
                            start_date=settings.start_date.date())
-    pending = {day: total[day] - aggregated.get(day, 0) for day in new_total if day not in plan.days
-               and day >= settings.start_date.date()}
-    record_pending(settings, pending)
-    return plan
+    days = sorted(set(plan.days) | shrunk)
+    record_pending(settings, {pair: n for pair, n in grown.items() if pair[0] not in days})
+    return LateDaysPlan(days=days, skipped={d: n for d, n in plan.skipped.items() if d not in shrunk})
 
 
-def aggregated_by_day(settings: Settings) -> dict[date, int]:
-    table = read_delta_arrow(settings.table_path(DAILY_MANIFEST), ["event_date", "rows_aggregated"])
-    if table is None:
-        return {}
-    return {row["event_date"]: row["rows_aggregated"] for row in table.to_pylist()}
-
-
-def record_pending(settings: Settings, pending: dict[date, int]) -> None:
-    """Store each day's pending (late, not yet aggregated) row count in daily_aggregation_manifest."""
-    if not pending:
+def record_pending(settings: Settings, new_pending: dict[Pair, int]) -> None:
+    """Add rows to the pending counts of these (event day, load day) pairs."""
+    if not new_pending:
         return
+    pairs = sorted(new_pending)
     source = pa.table({
-        "event_date": pa.array(list(pending), pa.date32()),
-        "rows_aggregated": pa.array([0] * len(pending), pa.int64()),
-        "rows_pending": pa.array(list(pending.values()), pa.int64()),
-        "last_rebuilt_at": pa.array([None] * len(pending), pa.timestamp("us", tz="UTC")),
-        "last_rebuilt_run_id": pa.array([None] * len(pending), pa.string()),
+        "event_date": pa.array([d for d, _ in pairs], pa.date32()),
+        "load_date": pa.array([ld for _, ld in pairs], pa.date32()),
+        "rows_aggregated": pa.array([0] * len(pairs), pa.int64()),
+        "rows_pending": pa.array([new_pending[p] for p in pairs], pa.int64()),
+        "last_rebuilt_at": pa.array([None] * len(pairs), pa.timestamp("us", tz="UTC")),
+        "last_rebuilt_run_id": pa.array([None] * len(pairs), pa.string()),
     })
     path = settings.table_path(DAILY_MANIFEST)
     if not DeltaTable.is_deltatable(path):
         write_deltalake(path, source, mode="append")
         return
-    (DeltaTable(path).merge(source, predicate="t.event_date = s.event_date", source_alias="s",
-                            target_alias="t")
-     .when_matched_update({"rows_pending": "s.rows_pending"})
+    (DeltaTable(path).merge(source, predicate="t.event_date = s.event_date AND t.load_date = s.load_date",
+                            source_alias="s", target_alias="t")
+     .when_matched_update({"rows_pending": "t.rows_pending + s.rows_pending"})
      .when_not_matched_insert_all()
      .execute())
 
 
-def days_loaded_between(settings: Settings, start: datetime, end: datetime) -> set[date]:
+def users_queued(settings: Settings) -> bool:
+    """Whether rebuilt days queued users that attributes has not taken yet (its run failed or
+    was killed after the days were rebuilt)."""
+    queue = read_delta_arrow(settings.table_path(USERS_TO_REFRESH), ["append_id"])
+    return queue is not None and queue.num_rows > 0
+
+
+def days_loaded_between(settings: Settings, start, end) -> set[date]:
     """The event days of the filtered rows loaded in [start, end)."""
     counts = read_delta_arrow(settings.table_path(FILTERED_COUNTS), ["event_date", "load_hour_tstamp"])
     if counts is None:
@@ -87,16 +109,14 @@ def days_loaded_between(settings: Settings, start: datetime, end: datetime) -> s
 
 
 def rows_accounted_for(settings: Settings) -> dict:
-    """Per event day, filtered rows against rows aggregated + rows pending, and the days where
-    they differ (`broken`: filtered - aggregated - pending)."""
-    filtered: dict = {}
-    counts = read_delta_arrow(settings.table_path(FILTERED_COUNTS), ["event_date", "rows"])
-    for row in counts.to_pylist() if counts is not None else []:
-        filtered[row["event_date"]] = filtered.get(row["event_date"], 0) + row["rows"]
-    aggregated, pending = {}, {}
-    ledger = read_delta_arrow(settings.table_path(DAILY_MANIFEST), ["event_date", "rows_aggregated", "rows_pending"])
-    for row in ledger.to_pylist() if ledger is not None else []:
-        aggregated[row["event_date"]] = row["rows_aggregated"] or 0
-        pending[row["event_date"]] = row["rows_pending"] or 0
+    """Per event day, filtered rows against rows aggregated + rows pending; `broken`: the days
+    with an unaccounted (event day, load day) pair, each with filtered - aggregated - pending."""
+    state = ledger_state(settings)
+    filtered, aggregated, pending = ({day: 0 for day, _ in sums} for sums in state)
+    for totals, sums in zip((filtered, aggregated, pending), state):
+        for (day, _), n in sums.items():
+            totals[day] += n
+    off_days = {day for day, _ in unaccounted(settings)}
+    day_difference = conservation_check(filtered, aggregated, pending)
     return {"filtered": filtered, "aggregated": aggregated, "pending": pending,
-            "broken": conservation_check(filtered, aggregated, pending)}
+            "broken": {day: day_difference.get(day, 0) for day in sorted(off_days)}}

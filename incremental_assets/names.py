@@ -5,16 +5,24 @@ from __future__ import annotations
 import re
 
 # -- assets ---------------------------------------------------------------------------------
-# The load-hour assets, in the order one hourly run materializes them.
-HOURLY_ASSETS = ("base_events", "sessions_lifecycle_manifest", "quarantined_sessions", "filtered_events")
+BASE_EVENTS = "base_events"
+LIFECYCLE = "sessions_lifecycle_manifest"
+QUARANTINED = "quarantined_sessions"
+FILTERED_EVENTS = "filtered_events"
+# The load-hour assets: one hourly step materializes them together.
+HOURLY_ASSETS = (BASE_EVENTS, LIFECYCLE, QUARANTINED, FILTERED_EVENTS)
 DAILY_AGGREGATES = "daily_aggregates"
 ATTRIBUTES = "attributes"
 ALL_ASSETS = (*HOURLY_ASSETS, DAILY_AGGREGATES, ATTRIBUTES)
 
 # -- tables that are not assets --------------------------------------------------------------
 REJECTED_EVENTS = "rejected_events"  # base_events' invalid rows, with a reason
+EVENT_COPIES = "event_copies"  # every valid copy of an event: the dedupe index
+PROCESSED_HOURS = "processed_load_hours"  # what each load hour was last processed from
 FILTERED_COUNTS = "filtered_events_counts"  # filtered rows per (load hour, event day)
-DAILY_MANIFEST = "daily_aggregation_manifest"  # per event day: rows aggregated and pending
+SESSIONS_TO_REFILTER = "sessions_to_refilter"  # changed sessions whose filtered rows are not yet derived again
+DAILY_MANIFEST = "daily_aggregation_manifest"  # per (event day, load day): rows aggregated and pending
+USERS_TO_REFRESH = "attributes_users_to_refresh"  # users whose daily rows changed since attributes ran
 PROCESSING_MANIFEST = "processing_manifest"  # the append-only record of every claim and result
 
 # -- jobs -------------------------------------------------------------------------------------
@@ -30,13 +38,15 @@ RANGE_END_TAG = "dagster/asset_partition_range_end"
 PARTITION_TAG = "dagster/partition"
 RUN_KEY_TAG = "dagster/run_key"
 BACKFILL_TAG = "dagster/backfill"
+RETRY_OF_TAGS = ("dagster/parent_run_id", "dagster/root_run_id")
 # This project's: why a run was launched, in words.
 RUN_STATE_TAG = "incremental/run_state"
 RUN_LIMITS_TAG = "incremental/limits"
 SOURCE_VERSION_TAG = "incremental/source_version"
 REASON_TAG = "incremental/reason"
+AS_OF_TAG = "incremental/attributes_as_of"  # the day attributes are computed as of
 # A late-days plan tags its daily runs, so attributes can wait for all of them.
-PLAN_TAG = "incremental/late_days_of_run"
+PLAN_TAG = "incremental/late_days_plan"
 PLAN_RUNS_TAG = "incremental/late_days_runs"
 
 # -- table engines ----------------------------------------------------------------------------

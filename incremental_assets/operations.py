@@ -8,9 +8,9 @@ from dagster import Config, Failure, OpExecutionContext, job, op
 
 from incremental_assets.names import HOURLY_ASSETS, MANIFEST_ADMIN_JOB
 from incremental_assets.planning.processing_manifest import ItemStatus, ManifestError
-from incremental_assets.progress import incremental_manifest, plan_next_run
+from incremental_assets.progress import plan_next_run, processed_hours
 from incremental_assets.settings import Settings
-from resources.manifest import ItemState, ManifestStore
+from resources.manifest import ItemState, ManifestStore, item_id, split_item_id
 from resources.warehouse import WarehouseResource
 
 PROBLEM_STATUSES = (ItemStatus.LOCKED, ItemStatus.FAIL_LOCKED, ItemStatus.INVALID)
@@ -19,21 +19,25 @@ PROBLEM_STATUSES = (ItemStatus.LOCKED, ItemStatus.FAIL_LOCKED, ItemStatus.INVALI
 # -- views ----------------------------------------------------------------------------------
 
 def describe_limits(settings: Settings, now: datetime) -> str:
-    """The state and limits the next run would use, its hours, and every item that would stop it."""
+    """What the next run would do and leave (gaps, changed hours, blocked hours), what has been
+    processed, and every item that needs an operator."""
     manifest = ManifestStore.of(settings).snapshot()
     plan = plan_next_run(settings, now, manifest)
-    lines = [plan.limits.describe()]
-    if plan.hours:
-        first, last = plan.keys
-        lines.append(f"  next run: load hours {first} .. {last} ({plan.reason})")
+    if plan.ranges:
+        start, end = plan.ranges[0][0], plan.ranges[-1][1]
+        lines = [plan.limits(start, end).describe(), f"  next run: {plan.describe()}; {plan.reason()}"]
     else:
-        lines.append(f"  next run: {'blocked' if plan.blocked else 'nothing to do'}: {plan.reason}")
-    progress = incremental_manifest(manifest)
-    for model in HOURLY_ASSETS:
-        p = progress.get(model)
-        lines.append(f"  {model}: loads {p.first_success:%Y-%m-%d %H:%M} .. {p.last_success:%Y-%m-%d %H:%M} "
-                     f"processed; last run wrote {p.last_rows_written:,} rows ({p.last_limits})"
-                     if p else f"  {model}: never run")
+        lines = [f"{plan.state.name.replace('_', ' ').capitalize()}: nothing to process now",
+                 f"  next run: {plan.describe()}"]
+    processed = processed_hours(settings)
+    if processed:
+        with_data = sorted(h for h, p in processed.items() if p.fingerprint)
+        last = plan.hours.last_success
+        lines.append(f"  processed: {len(with_data)} load hour(s) with data"
+                     + (f", {with_data[0]:%Y-%m-%d %H:%M} .. {with_data[-1]:%Y-%m-%d %H:%M}" if with_data else "")
+                     + (f"; every load hour before {last:%Y-%m-%d %H:%M} is done" if last else ""))
+    else:
+        lines.append("  processed: nothing yet")
     problems = [s for s in manifest.states().values() if s.status in PROBLEM_STATUSES]
     if problems:
         lines.append(f"  {len(problems)} item(s) need attention:")
@@ -76,14 +80,26 @@ def show_item(settings: Settings, item: str) -> str:
 
 # -- actions --------------------------------------------------------------------------------
 
+def _step_items(item: str) -> list[str]:
+    """An item and the items materialized with it by the same step: one load hour's four hourly
+    assets are claimed, failed, resolved and skipped together."""
+    asset, key = split_item_id(item)
+    if asset in HOURLY_ASSETS:
+        return [item] + [item_id(other, key) for other in HOURLY_ASSETS if other != asset]
+    return [item]
+
+
 def resolve_item(settings: Settings, item: str, *, note: str = "") -> str:
-    record = ManifestStore.of(settings).resolve(item, note=note)
-    return f"{item}: resolved (record {record.record_id}); the next run processes it again"
+    records = ManifestStore.of(settings).resolve(_step_items(item), note=note)
+    others = f" (and {len(records) - 1} item(s) of the same step)" if len(records) > 1 else ""
+    return f"{item}: resolved{others}; the next run processes it again"
 
 
 def skip_item(settings: Settings, item: str, *, note: str = "") -> str:
-    record = ManifestStore.of(settings).skip(item, note=note)
-    return f"{item}: skipped (record {record.record_id}); it will not be processed again"
+    items = _step_items(item)
+    ManifestStore.of(settings).skip(items, note=note)
+    others = f" (and {len(items) - 1} item(s) of the same step)" if len(items) > 1 else ""
+    return f"{item}: skipped{others}; it will not be processed again"
 
 
 class ManifestAction(Enum):

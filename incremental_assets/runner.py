@@ -16,8 +16,9 @@ from datetime import date, datetime, timedelta, timezone
 from typing import Callable, Iterable
 
 from incremental_assets.definitions import defs
-from incremental_assets.ledger import days_loaded_between, plan_late_days
+from incremental_assets.ledger import days_loaded_between, plan_late_days, users_queued
 from incremental_assets.names import (
+    AS_OF_TAG,
     ATTRIBUTES_JOB,
     DAILY_JOB,
     HOURLY_JOB,
@@ -32,9 +33,12 @@ from incremental_assets.planning.late_days import LateDaysPlan
 from incremental_assets.planning.run_limits import RunLimits
 from incremental_assets.progress import plan_next_run
 from incremental_assets.settings import Settings
+from incremental_assets.sources.reader import require_source
 from resources.manifest import ManifestStore
 
 Echo = Callable[[str], None]
+# run_until plans again after each batch of backfill_limit_days: at most this many batches.
+MAX_PLANS = 1000
 
 # Dagster logs a failed step at ERROR with its whole stack trace; the console shows none of
 # that by default: execute_job prints one line per failed step (the trace stays in the run's
@@ -107,37 +111,61 @@ def run_days_and_attributes(days: Iterable[date], *, instance, report: RunReport
 
 
 def run_until(until: datetime, *, instance, echo: Echo = print) -> RunReport:
-    """Do in this process what the daemon would do at time `until`."""
+    """Do in this process what the daemon would do at time `until`: every due load hour (oldest
+    first, `backfill_limit_days` at a time), then the event days the ledger calls for, then
+    attributes as of `until`'s day."""
     settings = Settings.load()
-    plan = plan_next_run(settings, until, ManifestStore.of(settings).snapshot(), instance)
-    report = RunReport(limits=plan.limits)
-    echo(plan.limits.describe())
-    if plan.hours is None:
+    require_source(settings.source)
+    tags = {AS_OF_TAG: until.astimezone(timezone.utc).date().isoformat()}
+    report = RunReport()
+    for _ in range(MAX_PLANS):
+        plan = plan_next_run(settings, until, ManifestStore.of(settings).snapshot(), instance)
         if plan.blocked:
-            report.refused = plan.reason
-            echo(f"  {HOURLY_JOB} not run: {plan.reason}")
-        else:
-            echo(f"  nothing to do: {plan.reason}")
-        return report
-    report.hours = plan.hours
-    tags = {RUN_STATE_TAG: plan.limits.state.name, RUN_LIMITS_TAG: plan.describe(), REASON_TAG: plan.reason}
-    first, last = plan.keys
-    echo(f"  load hours {first} .. {last}")
-    if not _record(report, execute_job(HOURLY_JOB, instance=instance, tags=tags, echo=echo,
-                                       partitions=(first, last))):
-        return report
-    late = plan_late_days(settings, *plan.hours)
+            report.refused = plan.blocked[min(plan.blocked)]
+        if not plan.ranges:
+            if not report.runs:
+                echo(f"  nothing to do: {plan.describe()}" if not plan.blocked else f"  {HOURLY_JOB} not run: "
+                     f"{report.refused}")
+            break
+        for start, end in plan.ranges:
+            limits = plan.limits(start, end)
+            report.limits, report.hours = limits, (start, end)
+            echo(limits.describe())
+            first, last = hour_keys(start, end)
+            echo(f"  load hours {first} .. {last} ({plan.reason()})")
+            run_tags = {**tags, RUN_STATE_TAG: limits.state.name, RUN_LIMITS_TAG: limits.describe(),
+                        REASON_TAG: plan.reason()}
+            if not _record(report, execute_job(HOURLY_JOB, instance=instance, tags=run_tags, echo=echo,
+                                               partitions=(first, last))):
+                return report
+        if not plan.hours.deferred:
+            break
+    if report.refused and report.runs:
+        echo(f"  {HOURLY_JOB} not run for some hours: {report.refused}")
+    late_days_and_attributes(settings, instance=instance, report=report, tags=tags, echo=echo)
+    return report
+
+
+def late_days_and_attributes(settings: Settings, *, instance, report: RunReport, tags: dict[str, str],
+                             echo: Echo, also: Iterable[date] = ()) -> None:
+    """The event days the daily ledger calls for (and `also`), rebuilt; then attributes (also
+    when no day is rebuilt but users are still queued for it)."""
+    late = plan_late_days(settings)
     report.late_days = late
     if late.skipped:
         echo("  late rows pending (below min_rows_to_process): "
              + ", ".join(f"{d}: {n}" for d, n in sorted(late.skipped.items())))
-    if late.days:
-        run_days_and_attributes(late.days, instance=instance, report=report, tags=tags, echo=echo)
-    return report
+    days = set(late.days) | set(also)
+    if days:
+        run_days_and_attributes(sorted(days), instance=instance, report=report, tags=tags, echo=echo)
+    elif users_queued(settings):
+        echo("  attributes: users queued by an earlier run")
+        _record(report, execute_job(ATTRIBUTES_JOB, instance=instance, tags=tags, echo=echo))
 
 
 def backfill(start: date, end: date, *, instance, echo: Echo = print, now: datetime | None = None) -> RunReport:
-    """Rebuild loads of days [start, end] in every asset, then every event day they touch."""
+    """Rebuild loads of days [start, end] in every asset (whatever the ledger says), then the
+    event days they touch and [start, end], then attributes."""
     settings = Settings.load()
     now = now or datetime.now(timezone.utc)
     first_hour = max(datetime.combine(start, datetime.min.time(), tzinfo=timezone.utc),
@@ -151,7 +179,7 @@ def backfill(start: date, end: date, *, instance, echo: Echo = print, now: datet
     report.hours = (first_hour, end_hour)
     limits = (f"Backfill: processing loads between {first_hour:%Y-%m-%d %H:%M:%S} "
               f"and {end_hour:%Y-%m-%d %H:%M:%S}")
-    tags = {RUN_STATE_TAG: "BACKFILL", RUN_LIMITS_TAG: limits}
+    tags = {RUN_STATE_TAG: "BACKFILL", RUN_LIMITS_TAG: limits, AS_OF_TAG: now.date().isoformat()}
     echo(limits)
     if not _record(report, execute_job(HOURLY_JOB, instance=instance, tags=tags, echo=echo,
                                        partitions=hour_keys(first_hour, end_hour))):
@@ -160,5 +188,5 @@ def backfill(start: date, end: date, *, instance, echo: Echo = print, now: datet
     requested = {start + timedelta(days=i) for i in range((end - start).days + 1)}
     # Daily partitions exist from start_date through today: nothing outside them is rebuilt.
     days = {d for d in touched | requested if settings.start_date.date() <= d <= now.date()}
-    run_days_and_attributes(sorted(days), instance=instance, report=report, tags=tags, echo=echo)
+    late_days_and_attributes(settings, instance=instance, report=report, tags=tags, echo=echo, also=days)
     return report

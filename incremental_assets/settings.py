@@ -8,6 +8,8 @@ the value and what is accepted, before anything is read or written.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import typing
 from dataclasses import dataclass, fields, replace
@@ -19,7 +21,12 @@ from incremental_assets.names import TABLE_ENGINES, check_identifier
 from incremental_assets.planning.windows import parse_duration
 
 ENV_PREFIX = "INCREMENTAL_"
-RUN_TYPES = ("incremental", "last_n_days")
+RUN_TYPES = ("incremental", "full", "last_n_days")
+
+
+# The settings that shape base_events, the sessions and filtered_events (docs/rules.md 1-5).
+HOURLY_RULES = ("start_date", "app_ids", "event_names", "days_late_allowed", "dedupe_lookback_days",
+                "allow_null_dvce_tstamps", "max_session_days", "session_lookback_days")
 
 
 class SettingsError(ValueError):
@@ -31,9 +38,11 @@ class Settings:
     # Snowplow's variable names, without the `snowplow__` prefix.
     start_date: datetime = datetime(2026, 1, 1, tzinfo=timezone.utc)
     backfill_limit_days: int = 30
-    lookback_window_hours: float = 6.0
+    lookback_window_hours: float = 0.0  # reconciliation re-runs exactly the hours that changed
     max_session_days: int = 3
     days_late_allowed: int = 3
+    dedupe_lookback_days: int = 30
+    allow_null_dvce_tstamps: bool = True  # Snowplow's default is false (see docs/rules.md)
     session_lookback_days: int = 730
     reprocess_days: int = 1
     min_rows_to_process: int = 1
@@ -41,7 +50,7 @@ class Settings:
     event_names: tuple[str, ...] = ()  # empty: every event name
     run_type: str = "incremental"
     attributes_as_of: date | None = None  # None: today (UTC) when the run starts
-    grace_period: str = "PT1H"
+    grace_period: str = "PT0S"
     abstinent_period: str = "PT0S"
     warehouse: str = "warehouse"
     source_path: str = "sample_lake/events"
@@ -82,10 +91,15 @@ class Settings:
         return timedelta(days=self.session_lookback_days)
 
     @property
-    def duplicate_lookback(self) -> timedelta:
-        """How far before a load hour an earlier copy of one of its events can have been loaded:
-        a copy sent later than days_late_allowed after creation is rejected anyway."""
-        return timedelta(days=self.days_late_allowed + 1)
+    def dedupe_lookback(self) -> timedelta:
+        """A copy of an event loaded less than this after a better copy is a duplicate."""
+        return timedelta(days=self.dedupe_lookback_days)
+
+    def rules_digest(self) -> str:
+        """A digest of the settings that shape the load-hour tables: an hour processed under
+        other rules is processed again (see planning.reconcile)."""
+        rules = {name: getattr(self, name) for name in HOURLY_RULES}
+        return hashlib.sha1(json.dumps(rules, default=str, sort_keys=True).encode()).hexdigest()[:12]
 
     @property
     def grace(self) -> timedelta:
@@ -142,6 +156,7 @@ class Settings:
         _at_least("lookback_window_hours", self.lookback_window_hours, 0)
         _at_least("max_session_days", self.max_session_days, 1)
         _at_least("days_late_allowed", self.days_late_allowed, 0)
+        _at_least("dedupe_lookback_days", self.dedupe_lookback_days, 1)
         _at_least("session_lookback_days", self.session_lookback_days, 1)
         _at_least("reprocess_days", self.reprocess_days, 0)
         _at_least("min_rows_to_process", self.min_rows_to_process, 1)

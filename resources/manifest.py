@@ -21,7 +21,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Callable, Collection, Iterable, Mapping, Sequence
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, write_deltalake
@@ -183,11 +183,13 @@ class ManifestStore:
 
     def claim(self, items: Sequence[str], *, application: str, run_id: str,
               run_finished: RunFinishedCheck, auto_resolve_failures: bool = False,
-              payload: Mapping | None = None) -> list[Record]:
+              payload: Mapping | None = None, retry_of: Collection[str] = ()) -> list[Record]:
         """Lock `items` for `run_id` (all or none), releasing abandoned locks on the way.
 
-        Raises ItemLockedError naming the run that holds an item, ItemFailLockedError for a
-        failed item nobody resolved, ManifestError for a skipped or invalid item.
+        A retry (the same run, or a run re-executing one of `retry_of`) takes back the items
+        its earlier attempt failed. Raises ItemLockedError naming the run that holds an item,
+        ItemFailLockedError for a failed item nobody resolved, ManifestError for a skipped or
+        invalid item.
         """
         def build(states: dict[str, ItemState]) -> list[Record]:
             out: list[Record] = []
@@ -211,16 +213,22 @@ class ManifestStore:
                     previous = resolved.record_id
                 elif state.status is ItemStatus.FAIL_LOCKED:
                     failure = state.last
-                    if not auto_resolve_failures:
+                    if failure.run_id == run_id or failure.run_id in retry_of:
+                        resolved = _new(item, State.RESOLVED, AUTO_RELEASE, run_id, failure.record_id,
+                                        {"reason": f"retry of run {failure.run_id}"})
+                        out.append(resolved)
+                        previous = resolved.record_id
+                    elif not auto_resolve_failures:
                         reason = (failure.payload or {}).get("reason", "unknown error")
                         raise ItemFailLockedError(
                             f"item {item} is fail-locked: run {failure.run_id} failed "
                             f"({reason}); resolve it with `incremental-assets manifest resolve "
                             f"{item}` (or set INCREMENTAL_AUTO_RESOLVE_FAILURES=true)")
-                    resolved = _new(item, State.RESOLVED, AUTO_RELEASE, run_id, failure.record_id,
-                                    {"reason": "auto_resolve_failures is on"})
-                    out.append(resolved)
-                    previous = resolved.record_id
+                    else:
+                        resolved = _new(item, State.RESOLVED, AUTO_RELEASE, run_id, failure.record_id,
+                                        {"reason": "auto_resolve_failures is on"})
+                        out.append(resolved)
+                        previous = resolved.record_id
                 elif state.status is ItemStatus.SKIPPED:
                     raise ManifestError(f"item {item} was skipped by an operator; it is not processed again")
                 elif state.status is ItemStatus.INVALID:
@@ -232,8 +240,10 @@ class ManifestStore:
         return self._commit(items, build)
 
     def close(self, items: Sequence[str], *, run_id: str, state: State, application: str,
-              payload: Mapping | None = None) -> list[Record]:
-        """Close this run's locks on `items` with PROCESSED or FAILED."""
+              payload: Mapping | None = None,
+              payloads: Mapping[str, Mapping] | None = None) -> list[Record]:
+        """Close this run's locks on `items` with PROCESSED or FAILED (`payload` for every item,
+        plus `payloads[item]` for some)."""
         if state not in (State.PROCESSED, State.FAILED):
             raise ValueError(f"close() records PROCESSED or FAILED, not {state.name}")
 
@@ -246,37 +256,48 @@ class ManifestStore:
                     holder = f"run {lock.run_id}" if lock else "no run"
                     raise ManifestError(f"cannot record {state.name} for {item}: it is held by {holder}, "
                                         f"not by run {run_id}")
-                out.append(_new(item, state, application, run_id, lock.record_id, payload))
+                extra = (payloads or {}).get(item)
+                out.append(_new(item, state, application, run_id, lock.record_id,
+                                {**(payload or {}), **extra} if extra else payload))
             return out
 
         return self._commit(items, build)
 
-    def resolve(self, item: str, *, note: str = "", run_id: str = "operator") -> Record:
-        """Operator: release a fail-locked (or abandoned, locked) item."""
+    def resolve(self, items: Sequence[str], *, note: str = "", run_id: str = "operator") -> list[Record]:
+        """Operator: release the fail-locked (or abandoned, locked) ones among `items`, in one
+        commit; ManifestError when none of them needs it."""
         def build(states):
-            state = states.get(item)
-            if state is None:
-                raise ManifestError(f"item {item} has no records")
-            if state.status is ItemStatus.LOCKED:
-                lock = state.open_lock
-                failed = _new(item, State.FAILED, OPERATOR, run_id, lock.record_id,
-                              {"reason": f"released by operator: {note or 'no note'}"})
-                return [failed, _new(item, State.RESOLVED, OPERATOR, run_id, failed.record_id, {"note": note})]
-            if state.status is not ItemStatus.FAIL_LOCKED:
-                raise ManifestError(f"item {item} is {state.status.name}, not failed: nothing to resolve")
-            return [_new(item, State.RESOLVED, OPERATOR, run_id, state.last.record_id, {"note": note})]
+            out = []
+            for item in items:
+                state = states.get(item)
+                if state is not None and state.status is ItemStatus.LOCKED:
+                    failed = _new(item, State.FAILED, OPERATOR, run_id, state.open_lock.record_id,
+                                  {"reason": f"released by operator: {note or 'no note'}"})
+                    out += [failed, _new(item, State.RESOLVED, OPERATOR, run_id, failed.record_id, {"note": note})]
+                elif state is not None and state.status is ItemStatus.FAIL_LOCKED:
+                    out.append(_new(item, State.RESOLVED, OPERATOR, run_id, state.last.record_id, {"note": note}))
+            if not out:
+                first = states.get(items[0])
+                if first is None:
+                    raise ManifestError(f"item {items[0]} has no records")
+                raise ManifestError(f"item {items[0]} is {first.status.name}, not failed: nothing to resolve")
+            return out
 
-        return self._commit([item], build)[-1]
+        return [r for r in self._commit(list(items), build) if r.state is State.RESOLVED]
 
-    def skip(self, item: str, *, note: str = "", run_id: str = "operator") -> Record:
-        """Operator: never process this item again."""
+    def skip(self, items: Sequence[str], *, note: str = "", run_id: str = "operator") -> list[Record]:
+        """Operator: never process these items again (one commit)."""
         def build(states):
-            state = states.get(item)
-            previous = state.last.record_id if state and state.last else None
-            return [_new(item, State.SKIPPED, OPERATOR, run_id, previous, {"note": note})]
+            out = []
+            for item in items:
+                state = states.get(item)
+                if state is not None and state.status is ItemStatus.SKIPPED:
+                    continue
+                previous = state.last.record_id if state and state.last else None
+                out.append(_new(item, State.SKIPPED, OPERATOR, run_id, previous, {"note": note}))
+            return out
 
-        return self._commit([item], build)[-1]
-
+        return self._commit(list(items), build)
 
 class ManifestSnapshot(ManifestStore):
     """The manifest's records read once (at the first read); later reads filter them."""

@@ -1,92 +1,144 @@
-"""The manifest IO manager: one atomic write per output range, then the PROCESSED record.
+"""The manifest IO manager: writes each output as one atomic Delta commit, then records the
+step's success in the processing manifest; reads hand a downstream asset exactly its mapped
+upstream range.
 
-Assets return a `TableOutput`; how it is written comes from the asset's definition metadata
-(`table`, `write` = replace_range | merge | overwrite, `range_column`, `keys`,
-`partition_by`), and the range from the run's partition window, so a single partition and
-a backfill range go through the same code. Reads hand the downstream asset exactly its
-mapped upstream range as a Spark DataFrame.
-
-Order of events for one output: (asset) claim items -> compute -> (here) write side tables
--> write the table -> PROCESSED. Any failure records FAILED with the reason. A crash between
-the data commit and the PROCESSED record leaves a lock whose run is finished; the next run
-releases it and rewrites the same range (writes are idempotent), so nothing is lost or doubled.
+A step claims its items (`claimed`: every partition of every asset it materializes, one
+manifest commit) before it computes, and yields a `TableOutput` per asset. How an output is
+written comes from the asset's definition metadata (`table`; `write` = replace_range |
+replace | replace_keys | merge | overwrite; `range_column`, `key`, `keys`, `partition_by`)
+and the range from the run's partition window, so a single partition and a backfill range
+go through the same code. Side tables are written before the asset's table (`before`) or after
+it (`after`). Once the output marked `completes` is written, every claimed item is recorded
+PROCESSED, in one manifest commit; any failure records them FAILED with the reason. Then its
+`markers` are written: the ledgers that say the work is complete and that the planners read.
+A crash before them leaves the work planned again (and the dead run's locks, which the next
+run's claim releases); every write is idempotent, so nothing is lost or doubled.
 """
-
 
 import contextlib
 import re
 from dataclasses import dataclass, field
 from datetime import timezone
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
-from dagster import (
-    ConfigurableIOManager,
-    InputContext,
-    MetadataValue,
-    OutputContext,
-    ResourceDependency,
-)
+from dagster import ConfigurableIOManager, InputContext, MetadataValue, OutputContext, ResourceDependency, RetryRequested
+from deltalake.exceptions import CommitFailedError
 
+from incremental_assets.names import RETRY_OF_TAGS
 from incremental_assets.planning.processing_manifest import State
-from resources.manifest import abandoned_lock_check, claiming_process, item_id, split_item_id
+from resources.manifest import ManifestStore, abandoned_lock_check, claiming_process, item_id, split_item_id
+from resources.tables import RowRange, WriteResult
 from resources.warehouse import WarehouseResource
+
+
+# Failures worth trying the step again for: Delta commits that kept conflicting after the
+# table store's own retries (busy tables); others (bad data, a missing source) fail at once.
+TRANSIENT_ERRORS = (CommitFailedError,)
+TRANSIENT_RETRIES = 2
 
 
 @dataclass
 class TableWrite:
-    """A table written next to the asset's own (e.g. rejected_events), with its write spec."""
+    """One table write: its rows (a DataFrame, or a function that builds it when the write
+    happens, after the writes before it) and how they replace what the table holds."""
 
     table: str
     df: Any
-    write: str
+    write: str  # replace_range | replace | replace_keys | merge | overwrite | append | delete
     range_column: str | None = None
-    keys: Sequence[str] = ()
+    range: tuple[Any, Any] | None = None  # default: the step's partition window
+    rows: Sequence[RowRange] = ()  # replace: more rows replaced besides the range
+    key: str | None = None  # replace_keys, delete
+    keys: Any = None  # replace_keys: a DataFrame of the keys replaced; delete: the values
+    merge_keys: Sequence[str] = ()
     partition_by: Sequence[str] = ()
-    range: tuple[Any, Any] | None = None  # default: the asset's partition window
+
+
+@dataclass
+class StepClaim:
+    """The manifest items one step holds for its run, closed once for all of them."""
+
+    manifest: ManifestStore
+    items: list[str]
+    application: str
+    run_id: str
+    payloads: dict[str, dict] = field(default_factory=dict)  # per item, stored with PROCESSED
+    rows_written: dict[str, int] = field(default_factory=dict)  # per table
+    closed: bool = False
+
+    def fail(self, reason: str) -> None:
+        if not self.closed:
+            self.closed = True
+            self.manifest.close(self.items, run_id=self.run_id, state=State.FAILED,
+                                application=self.application, payload={"reason": reason})
+
+    def complete(self, payload: dict) -> None:
+        self.closed = True
+        self.manifest.close(self.items, run_id=self.run_id, state=State.PROCESSED, application=self.application,
+                            payload={**payload, "rows_written": dict(self.rows_written)},
+                            payloads=self.payloads)
 
 
 @dataclass
 class TableOutput:
+    """What an asset hands the IO manager: its rows and what to write with them."""
+
     df: Any
-    side_tables: list[TableWrite] = field(default_factory=list)
+    claim: StepClaim
+    completes: bool = True  # the step's last output: its items are PROCESSED once written
+    write: str | None = None  # how to write the rows, when not the asset's `write` metadata
+    rows: Sequence[RowRange] = ()  # write "replace": rows replaced besides the partition window
+    keys: Any = None  # write "replace_keys": the keys replaced
+    before: list[TableWrite] = field(default_factory=list)
+    after: list[TableWrite] = field(default_factory=list)
+    markers: list[TableWrite] = field(default_factory=list)  # written once the items are PROCESSED
     metadata: dict[str, Any] = field(default_factory=dict)
-    payload: dict[str, Any] = field(default_factory=dict)  # stored with the PROCESSED record
+    payload: dict[str, Any] = field(default_factory=dict)  # stored with every PROCESSED record
     cached: list[Any] = field(default_factory=list)  # DataFrames to unpersist once written
 
 
-def asset_name(context) -> str:
-    return context.asset_key.path[-1]
+def partition_items(context, names: Sequence[str]) -> list[str]:
+    """The manifest items of a step: one per (asset, partition key) it materializes."""
+    keys = context.partition_keys if context.has_partition_key_range or context.has_partition_key else [None]
+    return [item_id(name, key) for name in names for key in keys]
 
 
-def partition_items(context, name: str) -> list[str]:
-    if getattr(context, "has_partition_key_range", False) or getattr(context, "has_partition_key", False):
-        return [item_id(name, key) for key in context.partition_keys]
-    if hasattr(context, "has_asset_partitions") and context.has_asset_partitions:
-        return [item_id(name, key) for key in context.asset_partition_keys]
-    return [item_id(name, None)]
+def retried_runs(run) -> set[str]:
+    """The runs this run re-executes (Dagster's parent and root run): a retry takes back their items."""
+    return {run.tags[tag] for tag in RETRY_OF_TAGS if tag in run.tags}
 
 
 @contextlib.contextmanager
-def claimed(context, warehouse: WarehouseResource) -> Iterator[list[str]]:
-    """Claim this step's manifest items for the run; record FAILED if the body raises."""
-    name = asset_name(context)
-    items = partition_items(context, name)
+def claimed(context, warehouse: WarehouseResource, names: Sequence[str]) -> Iterator[StepClaim]:
+    """Claim the step's manifest items for the run (one commit); record FAILED if the body raises.
+
+    A step that yields its outputs may be left at a yield when the IO manager fails to write
+    one (Python then closes it with GeneratorExit): the IO manager has recorded that failure.
+    """
+    items = partition_items(context, names)
     manifest = warehouse.manifest
-    manifest.claim(items, application=name, run_id=context.run_id,
+    application = "+".join(names)
+    manifest.claim(items, application=application, run_id=context.run_id,
                    run_finished=abandoned_lock_check(context.instance, warehouse.settings.max_lock_age_hours),
                    auto_resolve_failures=warehouse.settings.auto_resolve_failures,
-                   payload={"partition_keys": _key_range(items), **claiming_process()})
+                   payload={"partition_keys": _key_range(items), **claiming_process()},
+                   retry_of=retried_runs(context.run))
+    claim = StepClaim(manifest, items, application, context.run_id)
     try:
-        yield items
-    except BaseException as exc:
-        manifest.close(items, run_id=context.run_id, state=State.FAILED, application=name,
-                       payload={"reason": _one_line(exc)})
+        yield claim
+    except GeneratorExit:
         raise
+    except TRANSIENT_ERRORS as exc:
+        # The step is retried in the same run, which takes back its FAILED items.
+        claim.fail(_one_line(exc))
+        raise RetryRequested(max_retries=TRANSIENT_RETRIES, seconds_to_wait=5) from exc
+    except BaseException as exc:
+        _fail(claim, exc)
 
 
 def _key_range(items: list[str]) -> str:
     """The claimed partition keys in words: one key, or first...last."""
-    keys = [split_item_id(item)[1] for item in items]
+    keys = sorted({split_item_id(item)[1] for item in items})
     return keys[0] if len(keys) == 1 else f"{keys[0]}...{keys[-1]}"
 
 
@@ -115,6 +167,15 @@ def _explained(exc: BaseException, items: Sequence[str]) -> BaseException:
     return exc
 
 
+def _fail(claim: StepClaim, exc: BaseException):
+    """Record the step's items FAILED with the reason, and raise (restated when known)."""
+    error = _explained(exc, claim.items)
+    claim.fail(_one_line(error))
+    if error is not exc:
+        raise error from exc
+    raise exc
+
+
 def _window_bounds(window, column_is_date: bool):
     start, end = window.start, window.end
     if column_is_date:
@@ -122,64 +183,71 @@ def _window_bounds(window, column_is_date: bool):
     return start.astimezone(timezone.utc), end.astimezone(timezone.utc)
 
 
+def _rows(df: Any | Callable[[], Any]):
+    return df() if callable(df) else df
+
+
 class ManifestIOManager(ConfigurableIOManager):
     """Writes asset outputs as Delta tables and records them in the processing manifest."""
 
     warehouse: ResourceDependency[WarehouseResource]
 
-    def _write(self, spec: TableWrite, window) -> Any:
+    def _write(self, spec: TableWrite, window) -> WriteResult:
         tables = self.warehouse.tables
-        if spec.write == "replace_range":
+        if spec.write == "delete":
+            return tables.delete_where_in(spec.table, spec.key, list(spec.keys))
+        df, partition_by = _rows(spec.df), list(spec.partition_by) or None
+        if spec.write in ("replace_range", "replace"):
             start, end = spec.range or _window_bounds(window, spec.range_column.endswith("_date"))
-            return tables.replace_range(spec.table, spec.df, column=spec.range_column, start=start,
-                                        end=end, partition_by=list(spec.partition_by) or None)
+            rows = [RowRange(spec.range_column, start, end), *spec.rows]
+            return tables.replace(spec.table, df, rows=rows, partition_by=partition_by)
+        if spec.write == "replace_keys":
+            return tables.replace_keys(spec.table, df, key=spec.key, keys=spec.keys)
         if spec.write == "merge":
-            return tables.merge(spec.table, spec.df, keys=list(spec.keys),
-                                partition_by=list(spec.partition_by) or None)
+            return tables.merge(spec.table, df, keys=list(spec.merge_keys), partition_by=partition_by)
         if spec.write == "overwrite":
-            return tables.overwrite(spec.table, spec.df, partition_by=list(spec.partition_by) or None)
+            return tables.overwrite(spec.table, df, partition_by=partition_by)
+        if spec.write == "append":
+            return tables.append(spec.table, df, partition_by=partition_by)
         raise ValueError(f"unknown write mode {spec.write!r} for table {spec.table}")
 
     def handle_output(self, context: OutputContext, obj: TableOutput | None) -> None:
         if obj is None:
             return
-        name = asset_name(context)
+        name = context.asset_key.path[-1]
         meta = context.definition_metadata or {}
         window = context.asset_partitions_time_window if context.has_asset_partitions else None
-        items = partition_items(context, name)
-        manifest = self.warehouse.manifest
-        main = TableWrite(table=meta.get("table", name), df=obj.df, write=meta.get("write", "overwrite"),
-                          range_column=meta.get("range_column"), keys=tuple(meta.get("keys", ())),
+        main = TableWrite(table=meta.get("table", name), df=obj.df, write=obj.write or meta.get("write", "overwrite"),
+                          range_column=meta.get("range_column"), rows=obj.rows, key=meta.get("key"),
+                          keys=obj.keys, merge_keys=tuple(meta.get("keys", ())),
                           partition_by=tuple(meta.get("partition_by", ())))
+        claim = obj.claim
+        results: dict[str, WriteResult] = {}
         try:
-            side_results = {spec.table: self._write(spec, window) for spec in obj.side_tables}
-            result = self._write(main, window)
+            for spec in [*obj.before, main, *obj.after]:
+                results[spec.table] = self._write(spec, window)
+                claim.rows_written[spec.table] = results[spec.table].rows_written
         except BaseException as exc:
-            error = _explained(exc, items)
-            manifest.close(items, run_id=context.run_id, state=State.FAILED, application=name,
-                           payload={"reason": _one_line(error)})
-            if error is not exc:
-                raise error from exc
-            raise
+            _fail(claim, exc)
         finally:
             for df in obj.cached:
                 df.unpersist()
-        payload = {"rows_written": result.rows_written, "table_version": result.version,
-                   **({"window_start": window.start.isoformat(), "window_end": window.end.isoformat()}
-                      if window else {}),
-                   **obj.payload}
-        manifest.close(items, run_id=context.run_id, state=State.PROCESSED, application=name,
-                       payload=payload)
+        if obj.completes:
+            claim.complete({**({"window_start": window.start.isoformat(), "window_end": window.end.isoformat()}
+                               if window else {}), **obj.payload})
+        for spec in obj.markers:  # a failure here fails the step; the planners plan the work again
+            results[spec.table] = self._write(spec, window)
         described = self.warehouse.tables.describe(main.table)
         metadata: dict[str, Any] = {
-            "rows_written": MetadataValue.int(int(result.rows_written)),
-            "dagster/row_count": MetadataValue.int(int(result.rows_written)),
+            "rows_written": MetadataValue.int(int(results[main.table].rows_written)),
+            "dagster/row_count": MetadataValue.int(int(results[main.table].rows_written)),
             "table_version": MetadataValue.int(int(described.get("version") or 0)),
             "table_path": MetadataValue.path(described.get("path", "")),
             "table_files": MetadataValue.int(int(described.get("num_files") or 0)),
         }
-        for table, side in side_results.items():
-            metadata[f"{table}_rows_written"] = MetadataValue.int(int(side.rows_written))
+        for table, result in results.items():
+            if table != main.table:
+                metadata[f"{table}_rows_written"] = MetadataValue.int(int(result.rows_written))
         metadata.update(obj.metadata)
         context.add_output_metadata(metadata)
 

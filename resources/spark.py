@@ -40,6 +40,10 @@ LOCAL_DEFAULTS: dict[str, str] = {
     # such as base_events ran about 30% faster with it in the benchmark).
     "spark.sql.codegen.hugeMethodLimit": "8000",
     "spark.driver.memory": "6g",
+    # Every broadcast join builds a hashed relation of at least one memory page, and a run does
+    # many small ones; with Spark's default page (up to 64 MB) a long-lived driver filled its
+    # heap with them until tasks could no longer get memory. Small pages keep that in check.
+    "spark.buffer.pageSize": "2m",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.parquet.datetimeRebaseModeInWrite": "CORRECTED",
     "spark.sql.parquet.int96RebaseModeInWrite": "CORRECTED",

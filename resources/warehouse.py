@@ -26,6 +26,8 @@ class WarehouseResource(ConfigurableResource):
     lookback_window_hours: Optional[float] = None
     max_session_days: Optional[int] = None
     days_late_allowed: Optional[int] = None
+    dedupe_lookback_days: Optional[int] = None
+    allow_null_dvce_tstamps: Optional[bool] = None
     session_lookback_days: Optional[int] = None
     reprocess_days: Optional[int] = None
     min_rows_to_process: Optional[int] = None

@@ -1,13 +1,12 @@
-"""hourly_load_sensor: watch the source table's Delta log (no Spark) and launch one ranged run
-of hourly_job when closed load hours hold data not processed yet.
+"""hourly_load_sensor: watch the source (its Delta log: no Spark) and launch one ranged run of
+hourly_job for the oldest load hours whose data differs from what they were processed from.
 
-Which hours run is `progress.next_load_hours`, the rule `incremental-assets run` uses too.
-The truth is in the processing manifest; the cursor only remembers what was launched.
+Which hours run is `progress.plan_load_hours`, the rule `incremental-assets run` uses too; the
+truth is the ledger of processed hours, so the sensor keeps no cursor.
 """
 
-import json
+import hashlib
 import os
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from dagster import (
@@ -34,17 +33,16 @@ from incremental_assets.names import (
     RUN_STATE_TAG,
     SOURCE_VERSION_TAG,
 )
-from incremental_assets.partitions import LOAD_SETTINGS, floor_hour, hourly_partitions
-from incremental_assets.progress import LoadHoursPlan, next_load_hours
+from incremental_assets.partitions import LOAD_SETTINGS, hour_keys, hours_between
+from incremental_assets.progress import first_load_hour, plan_load_hours
 from incremental_assets.settings import parse_utc_datetime
-from incremental_assets.sources.load_hours import source_fingerprints
+from incremental_assets.sources.load_hours import source_snapshot
 from resources.manifest import abandoned_lock_check
 from resources.warehouse import WarehouseResource
 
 HOURLY_KEYS = frozenset(AssetKey(name) for name in HOURLY_ASSETS)
 UNFINISHED = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
               DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
-
 
 # An ISO time the sensor takes as "now" instead of the system clock: for tests and rehearsals of
 # the daemon on past data. Unset in production.
@@ -57,92 +55,56 @@ def utc_now() -> datetime:
     return parse_utc_datetime(SENSOR_CLOCK_ENV, fixed) if fixed else datetime.now(timezone.utc)
 
 
-@dataclass
-class HourlyCursor:
-    """What the sensor launched: the source version it last saw and, for the hours that can
-    still be re-run within the grace period, the fingerprint of their files at launch."""
-
-    source_version: int | None = None
-    launched: dict[str, str] = field(default_factory=dict)  # hour key -> fingerprint ("" = no file)
-
-    @classmethod
-    def from_json(cls, text: str | None) -> "HourlyCursor":
-        if not text:
-            return cls()
-        data = json.loads(text)
-        return cls(source_version=data.get("source_version"), launched=dict(data.get("launched", {})))
-
-    def to_json(self) -> str:
-        return json.dumps({"source_version": self.source_version, "launched": self.launched},
-                          sort_keys=True)
-
-
-def hourly_work_in_progress(instance) -> str | None:
-    """A run or asset backfill that may still write the hourly assets, described; else None."""
+def work_in_progress(instance, job_names: set[str], asset_keys: frozenset[AssetKey]) -> str | None:
+    """A run of these jobs or assets, or an asset backfill of these assets, still going; else None."""
     for run in instance.get_runs(filters=RunsFilter(statuses=UNFINISHED), limit=50):
-        if run.job_name == hourly_job.name or (run.asset_selection and run.asset_selection & HOURLY_KEYS):
+        if run.job_name in job_names or (run.asset_selection and run.asset_selection & asset_keys):
             return f"run {run.run_id} ({run.job_name}, {run.status.value})"
     for backfill in instance.get_backfills(status=BulkActionStatus.REQUESTED, limit=50):
-        if set(backfill.asset_selection or ()) & HOURLY_KEYS:
+        if set(backfill.asset_selection or ()) & asset_keys:
             return f"backfill {backfill.backfill_id}"
     return None
 
 
-def _run_request(plan: LoadHoursPlan, run_key: str, source_version: int) -> RunRequest:
-    first, last = plan.keys
-    return RunRequest(run_key=run_key, tags={
-        RANGE_START_TAG: first, RANGE_END_TAG: last,
-        RUN_STATE_TAG: plan.limits.state.name, RUN_LIMITS_TAG: plan.describe(),
-        SOURCE_VERSION_TAG: str(source_version), REASON_TAG: plan.reason,
-    })
-
-
-def hourly_run_request(warehouse: WarehouseResource, *, now: datetime, instance,
-                       cursor: str | None) -> SensorResult:
+def hourly_run_request(warehouse: WarehouseResource, *, now: datetime, instance) -> SensorResult:
     """One evaluation of hourly_load_sensor: at most one ranged run of hourly_job."""
     settings = warehouse.settings
-    state = HourlyCursor.from_json(cursor)
-
-    def skip(message: str) -> SensorResult:
-        return SensorResult(skip_reason=SkipReason(message), cursor=state.to_json())
-
-    watched = source_fingerprints(settings.source, hourly_partitions.start, floor_hour(now))
-    if watched is None:
-        return skip(f"no Delta table at the source path {settings.source} (INCREMENTAL_SOURCE_PATH): "
-                    "nothing to watch. The sensor reads the Delta log; for a Parquet source run "
-                    "`incremental-assets run --until ...` instead")
-    state.source_version, fingerprints = watched
-    busy = hourly_work_in_progress(instance)
+    snapshot = source_snapshot(settings.source, first_load_hour(settings), now)
+    if snapshot is None:
+        return SensorResult(skip_reason=SkipReason(
+            f"no table at the source path {settings.source} (INCREMENTAL_SOURCE_PATH): nothing to watch"))
+    busy = work_in_progress(instance, {hourly_job.name}, HOURLY_KEYS)
     if busy:
-        return skip(f"waiting for {busy} to finish")
-
+        return SensorResult(skip_reason=SkipReason(f"waiting for {busy} to finish"))
     manifest = warehouse.manifest.snapshot()
-    plan = next_load_hours(settings, now=now, manifest=manifest, source_fingerprints=fingerprints,
-                           partitions_start=hourly_partitions.start, launched=state.launched,
+    plan = plan_load_hours(settings, now=now, manifest=manifest, snapshot=snapshot,
                            lock_released=abandoned_lock_check(instance, settings.max_lock_age_hours))
-    if plan.hours is None:
-        if not plan.blocked:
-            state.launched = dict(plan.remembered)
-            return skip(f"{plan.reason}; source version {state.source_version}")
-        return skip(plan.reason)
-
-    first, last = plan.keys
-    run_key = f"hourly {first}...{last} source-v{state.source_version} manifest-v{manifest.version()}"
+    if not plan.ranges:
+        why = "nothing to run" if plan.blocked or plan.hours.waiting else "no new data in a closed load hour"
+        return SensorResult(skip_reason=SkipReason(f"{why}: {plan.describe()}"))
+    start, end = plan.ranges[0]
+    first, last = hour_keys(start, end)
+    # The range, the data it holds and the manifest: the same request twice is dropped.
+    fingerprints = "".join(snapshot.fingerprints.get(hour, "") for hour in hours_between(start, end))
+    data = hashlib.sha1(fingerprints.encode()).hexdigest()[:12]
+    run_key = f"hourly {first}...{last} data-{data} manifest-v{manifest.version()}"
     if instance.get_run_ids(filters=RunsFilter(tags={RUN_KEY_TAG: run_key}), limit=1):
-        return skip(f"load hours {first} .. {last} were already launched with this source and manifest "
-                    f"(run key {run_key!r}); waiting for new data or a manifest change")
-    state.launched = dict(plan.remembered)
-    return SensorResult(run_requests=[_run_request(plan, run_key, state.source_version)],
-                        cursor=state.to_json())
+        return SensorResult(skip_reason=SkipReason(
+            f"load hours {first} .. {last} were already launched with this data and manifest "
+            f"(run key {run_key!r}); waiting for new data or a manifest change"))
+    return SensorResult(run_requests=[RunRequest(run_key=run_key, tags={
+        RANGE_START_TAG: first, RANGE_END_TAG: last, RUN_STATE_TAG: plan.state.name,
+        RUN_LIMITS_TAG: plan.limits(start, end).describe(), REASON_TAG: plan.reason(),
+        SOURCE_VERSION_TAG: str(snapshot.version),
+    })])
 
 
 @sensor(
     job=hourly_job,
     minimum_interval_seconds=LOAD_SETTINGS.sensor_interval_seconds,
     default_status=DefaultSensorStatus.RUNNING,
-    description="Reads the source table's Delta log (no Spark) and launches one ranged run of "
-                "hourly_job for the closed load hours with new data, within the run limits; an "
-                "hour whose files change within the grace period is run again.",
+    description="Reads the source's metadata (no Spark) and launches one ranged run of hourly_job for "
+                "the oldest load hours whose data differs from what they were processed from.",
 )
 def hourly_load_sensor(context: SensorEvaluationContext, warehouse: WarehouseResource) -> SensorResult:
-    return hourly_run_request(warehouse, now=utc_now(), instance=context.instance, cursor=context.cursor)
+    return hourly_run_request(warehouse, now=utc_now(), instance=context.instance)

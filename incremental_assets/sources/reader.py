@@ -28,23 +28,37 @@ def is_delta_table(path: str) -> bool:
         return False
 
 
+def require_source(path: str) -> None:
+    """SourceError, saying what to set, when there is no table at the source path (nothing
+    there, or a local directory with neither a Delta log nor a Parquet file)."""
+    if "://" in path:
+        return
+    if not os.path.exists(path):
+        raise SourceError(f"source table not found at {path!r}: set INCREMENTAL_SOURCE_PATH to a Delta "
+                          "or Parquet table of atomic events (or run `make demo` to generate a sample)")
+    if os.path.isdir(path) and not is_delta_table(path) and not any(
+            name.endswith(".parquet") for _, _, names in os.walk(path) for name in names):
+        raise SourceError(f"source at {path!r} is neither a Delta table nor readable Parquet: it holds no "
+                          "_delta_log and no .parquet file; set INCREMENTAL_SOURCE_PATH to the events table")
+
+
 def read_source(tables, path: str, load_start: datetime | None = None,
-                load_end: datetime | None = None) -> DataFrame:
+                load_end: datetime | None = None, version: int | None = None) -> DataFrame:
     """Source rows whose load time (load_tstamp, else collector_tstamp) is in [load_start, load_end).
 
     `tables` is the warehouse's table store: a Delta source is read like any of our tables
-    (Spark on the files the Delta log lists, with the table's schema, no footer scan).
+    (Spark on the files the Delta log lists, with the table's schema, no footer scan), at
+    `version` when given.
     """
-    if "://" not in path and not os.path.exists(path):
-        raise SourceError(f"source table not found at {path!r}: set INCREMENTAL_SOURCE_PATH to a Delta "
-                          "or Parquet table of atomic events (or run `make demo` to generate a sample)")
+    require_source(path)
     if is_delta_table(path):
-        df = _read_delta(tables, path, load_start, load_end)
+        df = _read_delta(tables, path, load_start, load_end, version)
     else:
         try:
             df = tables.spark.read.option("mergeSchema", "true").parquet(path)
         except Exception as exc:  # noqa: BLE001
-            raise SourceError(f"source at {path!r} is neither a Delta table nor readable Parquet: {exc}") from exc
+            raise SourceError(f"source at {path!r} is neither a Delta table nor readable Parquet: "
+                              f"{_java_message(exc)}") from exc
     df = conform_to_atomic(df)
     if load_start is not None:
         df = df.where(load_time() >= F.lit(load_start))
@@ -53,10 +67,17 @@ def read_source(tables, path: str, load_start: datetime | None = None,
     return df
 
 
-def _read_delta(tables, path: str, load_start, load_end) -> DataFrame:
-    if "load_date" not in DeltaTable(path).metadata().partition_columns:
+def _read_delta(tables, path: str, load_start, load_end, version: int | None) -> DataFrame:
+    if "load_date" not in DeltaTable(path, version=version).metadata().partition_columns:
         # Without the load_date partition every file is read; the load-time filter follows.
-        return tables.read_path_range(path, "load_tstamp", None, None)
+        return tables.read_path_range(path, "load_tstamp", None, None, version=version)
     first_day = load_start.date() if load_start is not None else None
     end_day = ((load_end - timedelta(microseconds=1)).date() + timedelta(days=1)) if load_end is not None else None
-    return tables.read_path_range(path, "load_date", first_day, end_day)
+    return tables.read_path_range(path, "load_date", first_day, end_day, version=version)
+
+
+def _java_message(exc: Exception) -> str:
+    """The first line of what the JVM said, rather than py4j's "An error occurred while calling ..."."""
+    java = getattr(exc, "java_exception", None)
+    text = java.getMessage() if java is not None else str(exc)
+    return (text or str(exc)).strip().splitlines()[0]

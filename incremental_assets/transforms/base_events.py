@@ -1,18 +1,19 @@
-"""base_events: validate, drop late-sent events, keep the first-loaded copy of each event.
+"""base_events: validate, reject with a reason, keep one copy of each event (docs/rules.md 2-3).
 
-DataFrame in, DataFrames out; no I/O. The caller passes the source rows loaded in the
-window *and* those loaded in a look-back before it, so a duplicate whose first copy arrived
-in an earlier hour (or an earlier run) is recognised without depending on what base_events
-already holds: the result for a load window is a function of the source alone, and
-therefore the same whatever order or grouping the windows are processed in.
+DataFrame in, DataFrames out; no I/O. A load window's valid rows are *copies*; every copy is
+recorded (`copies`, the event_copies index) and a copy is kept unless a copy that ranks
+before it was loaded less than the dedupe look-back before it. The caller passes the
+recorded copies of the look-back before the window (`earlier`) and of the look-back after it
+(`later`): the window's kept copies are decided against the first, and the stored copies the
+window now dominates are found in the second.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import timedelta
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from incremental_assets.sources.schema import REQUIRED_COLUMNS, load_time
@@ -20,68 +21,90 @@ from incremental_assets.sources.schema import REQUIRED_COLUMNS, load_time
 # An event cannot be loaded before it happened; a day of slack absorbs clock skew.
 MAX_FUTURE_SKEW_HOURS = 24
 REJECTED_EXTRA_COLUMNS = ("reject_reason", "load_hour_tstamp")
+# What the event_copies index keeps of every valid copy: enough to rank it and find its session.
+COPY_COLUMNS = ("event_id", "load_tstamp", "collector_tstamp", "copy_hash", "domain_sessionid")
+# A null collector_tstamp ranks last.
+_LAST = "9999-12-31 23:59:59"
 
 
 @dataclass(frozen=True)
-class BaseEventsResult:
-    events: DataFrame  # valid, deduplicated events loaded in the window
-    rejected: DataFrame  # source rows of the window that failed validation, with a reason
+class ValidatedRows:
+    valid: DataFrame  # the window's valid rows, with copy_hash
+    rejected: DataFrame  # the window's rejected rows, with reject_reason and load_hour_tstamp
 
 
-def reject_reason(*, days_late_allowed: int):
-    """A column with why a row is not a usable event, or null when it is."""
-    reason = F.lit(None).cast("string")
-    sent_too_late = (
-        F.col("dvce_sent_tstamp").isNotNull()
-        & F.col("dvce_created_tstamp").isNotNull()
-        & (F.col("dvce_sent_tstamp")
-           > F.col("dvce_created_tstamp") + F.make_interval(days=F.lit(days_late_allowed)))
-    )
-    in_future = F.col("derived_tstamp") > F.col("load_tstamp") + F.make_interval(
-        hours=F.lit(MAX_FUTURE_SKEW_HOURS))
-    # Checked in this order; a row is rejected for the first one that fails.
+def reject_reason(*, days_late_allowed: int, allow_null_dvce_tstamps: bool) -> Column:
+    """Why a row is not a usable event (the first reason that applies), or null when it is."""
+    collector = F.col("collector_tstamp")
+    sent = F.coalesce(F.col("dvce_sent_tstamp"), collector)
+    created = F.coalesce(F.col("dvce_created_tstamp"), collector)
     checks = [(F.col(c).isNull(), f"null {c}") for c in REQUIRED_COLUMNS]
-    checks.append((in_future, "derived_tstamp after load_tstamp"))
-    checks.append((sent_too_late, "sent_too_late"))
+    checks.append((F.col("derived_tstamp") > F.col("load_tstamp") + F.make_interval(
+        hours=F.lit(MAX_FUTURE_SKEW_HOURS)), "derived_tstamp after load_tstamp"))
+    if not allow_null_dvce_tstamps:
+        checks.append((F.col("dvce_created_tstamp").isNull() | F.col("dvce_sent_tstamp").isNull(),
+                       "null dvce_tstamp"))
+    checks.append((F.coalesce(sent > created + F.make_interval(days=F.lit(days_late_allowed)), F.lit(False)),
+                   "sent_too_late"))
+    reason = F.lit(None).cast("string")
     for condition, label in reversed(checks):
         reason = F.when(condition, F.lit(label)).otherwise(reason)
     return reason
 
 
-def base_events(window_rows: DataFrame, earlier_rows: DataFrame, *, window_start: datetime,
-                window_end: datetime, days_late_allowed: int,
-                app_ids: tuple[str, ...] = ()) -> BaseEventsResult:
-    """Valid events first loaded in [window_start, window_end), and the window's rejected rows.
-
-    `window_rows` are the source rows whose load time is in the window; `earlier_rows` the
-    source rows loaded in the duplicate look-back before it (only event_id, the timestamps,
-    the required columns and app_id are read). Rows of other app ids are left out (not
-    rejected). Among valid copies of one event_id the first loaded wins: earliest
-    load_tstamp, then collector_tstamp, then a hash of the row so ties break the same way
-    every time. A valid copy loaded before the window always wins over the window's copies.
-    """
-    def usable(rows: DataFrame) -> DataFrame:
-        if app_ids:
-            rows = rows.where(F.col("app_id").isin(list(app_ids)))
-        return rows.withColumn("reject_reason", reject_reason(days_late_allowed=days_late_allowed))
-
-    rows = usable(window_rows)
+def validate(rows: DataFrame, *, days_late_allowed: int, allow_null_dvce_tstamps: bool,
+             app_ids: tuple[str, ...] = ()) -> ValidatedRows:
+    """The window's rows split into valid copies and rejected rows; rows of other app ids are
+    left out (neither)."""
+    if app_ids:
+        rows = rows.where(F.col("app_id").isin(list(app_ids)))
+    rows = rows.withColumn("reject_reason", reject_reason(days_late_allowed=days_late_allowed,
+                                                          allow_null_dvce_tstamps=allow_null_dvce_tstamps))
     rejected = rows.where(F.col("reject_reason").isNotNull()).withColumn(
         "load_hour_tstamp", F.date_trunc("hour", load_time()))
-
     valid = rows.where(F.col("reject_reason").isNull()).drop("reject_reason")
-    first_copy = Window.partitionBy("event_id").orderBy(
-        F.col("load_tstamp").asc(), F.col("collector_tstamp").asc_nulls_last(),
-        F.xxhash64(*[F.col(c) for c in valid.columns]).asc())
-    firsts_in_window = (valid.withColumn("_copy", F.row_number().over(first_copy))
-                        .where(F.col("_copy") == 1).drop("_copy"))
-    earlier_ids = (usable(earlier_rows.select(*EARLIER_COPY_COLUMNS))
-                   .where(F.col("reject_reason").isNull()).select("event_id"))
-    events = (firsts_in_window.join(earlier_ids, "event_id", "left_anti")
-              .withColumn("load_date", F.to_date("load_tstamp")))
-    return BaseEventsResult(events=events, rejected=rejected)
+    # The tie-break of copies loaded at the same instant: a hash of the whole row.
+    valid = valid.withColumn("copy_hash", F.xxhash64(*[F.col(c) for c in valid.columns]))
+    return ValidatedRows(valid=valid, rejected=rejected)
 
 
-# What deciding "a valid earlier copy exists" needs: the look-back reads only these columns.
-EARLIER_COPY_COLUMNS = ("event_id", "app_id", *REQUIRED_COLUMNS[1:], "collector_tstamp",
-                        "dvce_created_tstamp", "dvce_sent_tstamp")
+def copies(valid: DataFrame) -> DataFrame:
+    """The event_copies rows of the window: every valid copy's rank and session."""
+    return valid.select(*COPY_COLUMNS).dropDuplicates(["event_id", "load_tstamp", "collector_tstamp", "copy_hash"]) \
+        .withColumn("load_date", F.to_date("load_tstamp"))
+
+
+def _rank(prefix: str) -> Column:
+    return F.struct(F.col(f"{prefix}.load_tstamp"),
+                    F.coalesce(F.col(f"{prefix}.collector_tstamp"), F.to_timestamp(F.lit(_LAST))),
+                    F.col(f"{prefix}.copy_hash"))
+
+
+def _within(later: str, earlier: str, lookback: timedelta) -> Column:
+    """The copy `later` was loaded less than `lookback` after the copy `earlier`."""
+    return F.col(f"{later}.load_tstamp") < F.col(f"{earlier}.load_tstamp") + F.make_dt_interval(
+        secs=F.lit(int(lookback.total_seconds())))
+
+
+def kept_copies(valid: DataFrame, earlier: DataFrame, *, lookback: timedelta) -> DataFrame:
+    """The valid rows of the window that no better copy (in the window, or among `earlier`
+    copies) loaded less than `lookback` before them dominates; identical rows once. Adds
+    `load_date`; drops copy_hash."""
+    candidates = valid.dropDuplicates(["event_id", "load_tstamp", "collector_tstamp", "copy_hash"])
+    others = candidates.select(*COPY_COLUMNS).unionByName(earlier.select(*COPY_COLUMNS))
+    ids = F.broadcast(candidates.select("event_id").distinct())
+    c, d = candidates.alias("c"), ids.join(others, "event_id").alias("d")
+    dominated = c.join(d, (F.col("c.event_id") == F.col("d.event_id")) & (_rank("d") < _rank("c"))
+                       & _within("c", "d", lookback), "left_semi")
+    return (candidates.join(dominated.select("event_id", "load_tstamp", "collector_tstamp", "copy_hash"),
+                            ["event_id", "load_tstamp", "collector_tstamp", "copy_hash"], "left_anti")
+            .drop("copy_hash").withColumn("load_date", F.to_date("load_tstamp")))
+
+
+def dominated_later(kept: DataFrame, later: DataFrame, *, lookback: timedelta) -> DataFrame:
+    """The recorded copies after the window (`later`) that one of its kept copies dominates:
+    same event_id, loaded less than `lookback` after it (event_id, load_tstamp, domain_sessionid)."""
+    k = F.broadcast(kept.select("event_id", "load_tstamp")).alias("k")
+    s = later.alias("s")
+    return (s.join(k, (F.col("s.event_id") == F.col("k.event_id")) & _within("s", "k", lookback), "left_semi")
+            .select("event_id", "load_tstamp", "domain_sessionid"))

@@ -21,6 +21,8 @@ def daily_aggregates(filtered_days: DataFrame) -> DataFrame:
         F.count(F.when(is_type("page_view"), 1)).alias("page_views"),
         F.count(F.when(is_type("page_ping"), 1)).alias("page_pings"),
         F.countDistinct("domain_sessionid").alias("sessions"),
+        # The sessions themselves: windows over several days count each session once.
+        F.array_sort(F.collect_set("domain_sessionid")).alias("session_ids"),
         F.count(F.when(transaction, 1)).alias("transactions"),
         F.coalesce(F.sum(F.when(transaction, F.col("tr_total"))), F.lit(0))
          .cast(REVENUE_TYPE).alias("revenue"),
@@ -29,6 +31,7 @@ def daily_aggregates(filtered_days: DataFrame) -> DataFrame:
     )
 
 
-def rows_by_day(daily: DataFrame) -> DataFrame:
-    """Filtered rows aggregated per event_date (the `events` column summed)."""
-    return daily.groupBy("event_date").agg(F.sum("events").alias("rows_aggregated"))
+def rows_by_day_and_load_day(filtered_days: DataFrame) -> DataFrame:
+    """Filtered rows per (event_date, load_date): what a rebuild of those days aggregates."""
+    return filtered_days.groupBy("event_date", F.to_date("load_tstamp").alias("load_date")).agg(
+        F.count(F.lit(1)).alias("rows_aggregated"))

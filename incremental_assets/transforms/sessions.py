@@ -12,8 +12,6 @@ the session was last recomputed.
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -62,23 +60,43 @@ def sessions_needing_update(window_events: DataFrame, stored_lifecycle: DataFram
                             max_session_days: int) -> DataFrame:
     """Sessions of the window whose lifecycle row may change, with where to start reading.
 
-    A quarantined session whose new events all lie past its limit cannot change, so it is
-    left out. `scan_from` is the session's first known load (or its first load in the
-    window for a new session): reading base events from there finds all its events.
+    A quarantined session whose new events all lie past its limit, and were loaded no
+    earlier than it was quarantined, cannot change: it is left out (runaway bots stay cheap).
+    `scan_from` is the session's first known load (or its first load in the window for a new
+    session): reading base events from there finds all its events.
     """
     touched = window_events.groupBy("domain_sessionid").agg(
         F.min("derived_tstamp").alias("_new_min"), F.min("load_tstamp").alias("_new_first_load"))
     stored = stored_lifecycle.select("domain_sessionid", "start_tstamp", "is_quarantined",
-                                     "first_load_tstamp")
+                                     "first_load_tstamp", "quarantined_at")
     joined = touched.join(stored, "domain_sessionid", "left")
     frozen = (F.coalesce(F.col("is_quarantined"), F.lit(False))
-              & (F.col("_new_min") > session_limit(F.col("start_tstamp"), max_session_days)))
+              & (F.col("_new_min") > session_limit(F.col("start_tstamp"), max_session_days))
+              & (F.col("_new_first_load") >= F.col("quarantined_at")))
     return joined.where(~frozen).select(
         "domain_sessionid",
         F.least(F.col("first_load_tstamp"), F.col("_new_first_load")).alias("scan_from"))
 
 
-def quarantined_sessions(lifecycle: DataFrame, *, before: datetime) -> DataFrame:
-    """Sessions longer than max_session_days known by `before` (load time)."""
-    return lifecycle.where(F.col("is_quarantined") & (F.col("quarantined_at") < F.lit(before))).select(
+# What filtered_events copies from a session's row: when one of these changes, the session's
+# filtered rows are derived again.
+FILTERED_SESSION_FIELDS = ("start_tstamp", "domain_userid", "user_id")
+
+
+def changed_sessions(new_rows: DataFrame, stored_rows: DataFrame) -> DataFrame:
+    """Sessions whose stored row differs from the new one in a field filtered_events uses
+    (domain_sessionid, and the earlier of the two first loads as `changed_from`)."""
+    new = new_rows.select("domain_sessionid", *[F.col(c).alias(f"new_{c}") for c in FILTERED_SESSION_FIELDS],
+                          F.col("first_load_tstamp").alias("new_first_load"))
+    old = stored_rows.select("domain_sessionid", *FILTERED_SESSION_FIELDS, "first_load_tstamp")
+    differs = [~F.col(f"new_{c}").eqNullSafe(F.col(c)) for c in FILTERED_SESSION_FIELDS]
+    return (old.join(new, "domain_sessionid", "left")
+            .where(F.col("new_start_tstamp").isNull() | differs[0] | differs[1] | differs[2])
+            .select("domain_sessionid",
+                    F.least("first_load_tstamp", "new_first_load").alias("changed_from")))
+
+
+def quarantined_sessions(lifecycle: DataFrame) -> DataFrame:
+    """The quarantined sessions among `lifecycle` rows (longer than max_session_days)."""
+    return lifecycle.where(F.col("is_quarantined")).select(
         "domain_sessionid", "domain_userid", "start_tstamp", "end_tstamp", "event_count", "quarantined_at")

@@ -52,6 +52,7 @@ def write_counts(settings, rows_by_day: dict):
 def write_daily_manifest(settings, rows: dict):
     write_deltalake(settings.table_path("daily_aggregation_manifest"), pa.table({
         "event_date": pa.array(list(rows), pa.date32()),
+        "load_date": pa.array([D1] * len(rows), pa.date32()),
         "rows_aggregated": pa.array([a for a, _ in rows.values()], pa.int64()),
         "rows_pending": pa.array([p for _, p in rows.values()], pa.int64()),
     }), mode="overwrite")
@@ -107,7 +108,9 @@ def test_duplicate_event_ids_are_found_in_the_window_and_its_look_back(spark, wa
         return datetime(2026, 1, day, hour, 30)
 
     rows = [("a", ts(5, 1)), ("b", ts(5, 2)), ("a", ts(6, 3)),  # "a" loaded twice, a day apart
-            ("c", ts(6, 3)), (None, ts(6, 3)), ("d", ts(10, 3)), ("d", ts(10, 4))]
+            ("c", ts(6, 3)), (None, ts(6, 3)), ("d", ts(10, 3)), ("d", ts(10, 4)),
+            # more than dedupe_lookback_days (30) apart: two events of their own, not a duplicate
+            ("e", ts(5, 1)), ("e", ts(5, 1) + timedelta(days=31))]
     df = spark.createDataFrame(rows, "event_id string, load_tstamp timestamp")
     warehouse.tables.overwrite("base_events", df)
     utc = timezone.utc
@@ -115,7 +118,7 @@ def test_duplicate_event_ids_are_found_in_the_window_and_its_look_back(spark, wa
     assert checks.event_id_duplicates(warehouse, "base_events", window) == {
         "rows_checked": 3, "duplicate_event_ids": 1, "null_event_ids": 1}
     assert checks.event_id_duplicates(warehouse, "base_events", None) == {
-        "rows_checked": 7, "duplicate_event_ids": 2, "null_event_ids": 1}
+        "rows_checked": 9, "duplicate_event_ids": 2, "null_event_ids": 1}
     result = invoke(checks.base_events_event_id_unique, warehouse)
     assert not result.passed and values(result)["duplicate_event_ids"] == 2
     assert values(result)["scope"] == "whole table"

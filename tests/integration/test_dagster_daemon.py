@@ -250,8 +250,11 @@ def test_a_graphql_backfill_then_the_sensors_in_the_daemon(deployment, events, m
         assert read_table(warehouse / "filtered_events").num_rows > 0
 
         # Meanwhile late_days_sensor planned the backfill's event days ...
-        assert wait_for("the daily run planned after the backfill", lambda: runs_of(
-            instance, "daily_job", None, {"incremental/late_days_of_run": backfill_run.run_id}), processes)
+        # (from the daily ledger: every event day with rows neither aggregated nor pending).
+        daily_runs = wait_for("the daily run planned after the backfill", lambda: runs_of(
+            instance, "daily_job", None, {"dagster/sensor_name": "late_days_sensor"}), processes)
+        assert min(r.tags["dagster/asset_partition_range_start"] for r in daily_runs) <= hour(0).strftime("%Y-%m-%d")
+        assert all(r.tags.get("incremental/late_days_plan") for r in daily_runs)
         # ... and, once the backfill was done, hourly_load_sensor launched one ranged run for the
         # new hours (lookback 0: exactly the hours after the backfill, up to the last closed one).
         (run,) = wait_for("hourly_load_sensor's run", lambda: runs_of(

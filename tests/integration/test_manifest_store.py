@@ -48,8 +48,21 @@ def test_failure_fail_locks_until_an_operator_resolves(store):
     with pytest.raises(ItemFailLockedError, match="boom.*manifest resolve"):
         store.claim(ITEMS, application="base_events", run_id="r2", run_finished=never_finished)
     for item in ITEMS:
-        store.resolve(item, note="fixed the source")
+        store.resolve([item], note="fixed the source")
     store.claim(ITEMS, application="base_events", run_id="r2", run_finished=never_finished)
+
+
+def test_a_retry_takes_back_its_own_failed_items_but_not_another_runs(store):
+    store.claim(ITEMS, application="base_events", run_id="r1", run_finished=never_finished)
+    store.close(ITEMS, run_id="r1", state=State.FAILED, application="base_events", payload={"reason": "conflict"})
+    # A run that is not a retry of r1 stays refused.
+    with pytest.raises(ItemFailLockedError, match="conflict"):
+        store.claim(ITEMS, application="base_events", run_id="r2", run_finished=never_finished, retry_of={"r0"})
+    # Dagster's retry of r1 (a new run id, tagged with r1 as parent or root) re-claims them.
+    store.claim(ITEMS, application="base_events", run_id="r1-retry", run_finished=never_finished, retry_of={"r1"})
+    history = [r.state for r in store.records([ITEMS[0]])]
+    assert history == [State.PROCESSING, State.FAILED, State.RESOLVED, State.PROCESSING]
+    assert {s.open_lock.run_id for s in store.states().values()} == {"r1-retry"}
 
 
 def test_auto_resolve_failures_releases_failed_items(store):
@@ -84,7 +97,7 @@ def test_a_lock_whose_process_is_gone_counts_as_abandoned(store):
 
 
 def test_skip_is_final(store):
-    store.skip(ITEMS[0], note="bad data, never load")
+    store.skip([ITEMS[0]], note="bad data, never load")
     with pytest.raises(ManifestError, match="skipped"):
         store.claim(ITEMS[:1], application="base_events", run_id="r1", run_finished=never_finished)
 
@@ -93,7 +106,7 @@ def test_resolve_on_a_healthy_item_is_refused(store):
     store.claim(ITEMS[:1], application="base_events", run_id="r1", run_finished=never_finished)
     store.close(ITEMS[:1], run_id="r1", state=State.PROCESSED, application="base_events")
     with pytest.raises(ManifestError, match="READY, not failed"):
-        store.resolve(ITEMS[0])
+        store.resolve([ITEMS[0]])
 
 
 def _claim_in_process(path, run_id, barrier, results):
@@ -108,7 +121,7 @@ def _claim_in_process(path, run_id, barrier, results):
 
 def test_two_processes_racing_for_the_same_items_exactly_one_wins(tmp_path):
     path = str(tmp_path / "processing_manifest")
-    ManifestStore(path).skip("other/item")  # the table exists: both racers append
+    ManifestStore(path).skip(["other/item"])  # the table exists: both racers append
     ctx = multiprocessing.get_context("spawn")
     barrier, results = ctx.Barrier(2), ctx.Queue()
     procs = [ctx.Process(target=_claim_in_process, args=(path, f"run{i}", barrier, results)) for i in (1, 2)]

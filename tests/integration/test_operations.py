@@ -46,7 +46,16 @@ def status(item: str) -> ItemStatus:
 def test_a_failed_item_is_reported_resolved_and_the_next_run_proceeds(lake, dagster_home, tmp_path,
                                                                      monkeypatch, capsys):
     monkeypatch.setenv("INCREMENTAL_SOURCE_PATH", str(tmp_path / "not_there_yet"))
-    assert cli.main(["run", "--until", UNTIL]) == 1  # base_events fails: no source
+    assert cli.main(["run", "--until", UNTIL]) == 2  # no source: said in one line, nothing claimed
+    assert "source table not found" in capsys.readouterr().err
+    assert not (tmp_path / "warehouse" / "processing_manifest").exists()
+
+    # A source whose file for 2026-01-05 is not Parquet: the hour fails while it is read.
+    broken = tmp_path / "broken" / "load_date=2026-01-05"
+    broken.mkdir(parents=True)
+    (broken / "part-0.parquet").write_bytes(b"not parquet at all")
+    monkeypatch.setenv("INCREMENTAL_SOURCE_PATH", str(tmp_path / "broken"))
+    assert cli.main(["run", "--until", UNTIL]) == 1
     assert status(ITEM) is ItemStatus.FAIL_LOCKED
 
     monkeypatch.setenv("INCREMENTAL_SOURCE_PATH", lake)  # the cause is fixed ...
@@ -58,8 +67,8 @@ def test_a_failed_item_is_reported_resolved_and_the_next_run_proceeds(lake, dags
 
     assert cli.main(["limits", "--now", UNTIL]) == 0
     report = capsys.readouterr().out
-    assert "1 item(s) need attention" in report
-    assert f"{ITEM}  FAIL_LOCKED" in report and "source table not found" in report
+    assert "4 item(s) need attention" in report
+    assert f"{ITEM}  FAIL_LOCKED" in report and "neither a Delta table nor readable Parquet" in report
 
     assert cli.main(["manifest", "resolve", ITEM, "--note", "source restored"]) == 0
     assert "resolved" in capsys.readouterr().out

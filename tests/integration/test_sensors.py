@@ -1,10 +1,12 @@
-"""The sensors: hourly_load_sensor launches each closed load hour with new data once (and an
-hour whose files change within the grace period again), skips cleanly otherwise; after the
-hourly run, late_days_sensor requests exactly the planned days, attributes_sensor follows.
+"""The sensors: hourly_load_sensor launches the oldest load hours whose data differs from what
+they were processed from (new hours, gaps, hours a late file landed in, however old), skips
+cleanly otherwise; late_days_sensor plans the event days from the daily ledger, and
+attributes_sensor follows the daily runs.
 
 The first tests need no Spark: the source is a small Delta table written with delta-rs (the
-sensor only reads its log) and "processed" hours are PROCESSED records in the manifest. The
-last test runs the real jobs in this process on a source that grows hour by hour.
+sensor only reads its log), and "processed" hours are what a run leaves: ledger rows with the
+hours' fingerprints and PROCESSED manifest records. The last test runs the real jobs in this
+process on a source that grows hour by hour.
 """
 
 from datetime import date, datetime, timedelta, timezone
@@ -16,10 +18,10 @@ from deltalake import DeltaTable, write_deltalake
 
 from incremental_assets.automation import hourly_sensor, late_days_sensors
 from incremental_assets.definitions import defs, warehouse
-from incremental_assets.names import HOURLY_ASSETS, PLAN_TAG, RANGE_END_TAG, RANGE_START_TAG
+from incremental_assets.names import HOURLY_ASSETS, PLAN_TAG, PROCESSED_HOURS, RANGE_END_TAG, RANGE_START_TAG
 from incremental_assets.planning.processing_manifest import State
 from incremental_assets.settings import Settings
-from incremental_assets.sources.load_hours import file_hours
+from incremental_assets.sources.load_hours import file_hours, holds_no_load_time, source_snapshot
 from resources.manifest import ManifestStore, item_id
 from tests.delta_reads import read_pandas
 
@@ -41,8 +43,6 @@ def env(tmp_path, monkeypatch):
     monkeypatch.setenv("INCREMENTAL_SOURCE_PATH", str(source))
     monkeypatch.setenv("INCREMENTAL_WAREHOUSE", str(tmp_path / "warehouse"))
     monkeypatch.setenv("INCREMENTAL_START_DATE", DAY.date().isoformat())
-    monkeypatch.setenv("INCREMENTAL_LOOKBACK_WINDOW_HOURS", "0")  # the run covers exactly the new hours
-    monkeypatch.setenv("INCREMENTAL_GRACE_PERIOD", "PT1H")
     with instance_for_test() as instance:
         yield source, instance
 
@@ -58,20 +58,36 @@ def add_loads(source, *loads: datetime) -> None:
     write_deltalake(str(source), table, mode="append", partition_by=["load_date"])
 
 
-def mark_processed(first: datetime, end: datetime, run_id: str = "run-1") -> None:
-    """What a successful hourly run leaves in the manifest for load hours [first, end)."""
-    manifest = ManifestStore.of(Settings.load())
-    hours = [first + i * H for i in range(int((end - first) / H))]
+def mark_processed(source, first: datetime, end: datetime, run_id: str = "run-1") -> None:
+    """What a successful hourly run over [first, end) leaves: the hours' ledger rows (with the
+    fingerprints of the source as it is now) and PROCESSED manifest records."""
+    settings = Settings.load()
+    hours = [first + i * H for i in range((end - first) // H)]
+    fingerprints = source_snapshot(str(source), first, end).fingerprints
+    write_deltalake(settings.table_path(PROCESSED_HOURS), pa.table({
+        "load_hour_tstamp": pa.array(hours, pa.timestamp("us", "UTC")),
+        "source_fingerprint": [fingerprints.get(h, "") for h in hours],
+        "rules_digest": [settings.rules_digest()] * len(hours),
+        "processed_at": pa.array([end] * len(hours), pa.timestamp("us", "UTC")),
+        "run_id": [run_id] * len(hours),
+    }), mode="append")
+    manifest = ManifestStore.of(settings)
     items = [item_id(model, key(h)) for model in HOURLY_ASSETS for h in hours]
     manifest.claim(items, application="test", run_id=run_id, run_finished=lambda lock: None)
-    manifest.close(items, run_id=run_id, state=State.PROCESSED, application="test",
-                   payload={"load_window_start": first.isoformat(), "load_window_end": end.isoformat()})
+    manifest.close(items, run_id=run_id, state=State.PROCESSED, application="test")
 
 
-def tick(instance, monkeypatch, now: datetime, cursor: str | None):
+def fail(hour: datetime, run_id: str = "bad-run") -> str:
+    manifest = ManifestStore.of(Settings.load())
+    item = item_id("base_events", key(hour))
+    manifest.claim([item], application="base_events", run_id=run_id, run_finished=lambda lock: None)
+    manifest.close([item], run_id=run_id, state=State.FAILED, application="base_events", payload={"reason": "boom"})
+    return item
+
+
+def tick(instance, monkeypatch, now: datetime):
     monkeypatch.setattr(hourly_sensor, "utc_now", lambda: now)
-    with build_sensor_context(instance=instance, cursor=cursor, definitions=defs,
-                              resources={"warehouse": warehouse}) as context:
+    with build_sensor_context(instance=instance, definitions=defs, resources={"warehouse": warehouse}) as context:
         return hourly_sensor.hourly_load_sensor.evaluate_tick(context)
 
 
@@ -82,76 +98,98 @@ def hours_of(result) -> tuple[str, str]:
 
 def test_a_missing_source_is_a_clean_skip(env, monkeypatch):
     _, instance = env
-    result = tick(instance, monkeypatch, at(5), None)
+    result = tick(instance, monkeypatch, at(5))
     assert not result.run_requests
-    assert "no Delta table at the source path" in result.skip_message
-    assert "INCREMENTAL_SOURCE_PATH" in result.skip_message
+    assert "no table at the source path" in result.skip_message and "INCREMENTAL_SOURCE_PATH" in result.skip_message
 
 
-def test_new_hours_are_launched_once_and_changed_hours_within_grace_again(env, monkeypatch):
+def test_new_hours_run_once_and_hours_whose_files_change_run_again_however_old(env, monkeypatch):
     source, instance = env
     add_loads(source, at(0.2), at(1.5), at(2.1), at(3.9), at(4.1))  # 04:00 is still open at 04:30
 
-    first = tick(instance, monkeypatch, at(4.5), None)
+    first = tick(instance, monkeypatch, at(4.5))
     assert hours_of(first) == (key(at(0)), key(at(3)))
     request = first.run_requests[0]
     assert request.tags["incremental/run_state"] == "FIRST_RUN"
-    assert f"source-v{DeltaTable(str(source)).version()}" in request.run_key
+    assert "new data in 4 hour(s) from 2026-01-05-00:00" in request.tags["incremental/reason"]
+    # Nothing processed yet, nothing new: the same request again is dropped by its run key.
+    assert tick(instance, monkeypatch, at(4.6)).run_requests[0].run_key == request.run_key
 
-    # Nothing processed yet, nothing new: the same request again would be a duplicate.
-    sensors_again = tick(instance, monkeypatch, at(4.6), first.cursor)
-    assert sensors_again.run_requests[0].run_key == request.run_key  # the daemon drops it (run_key)
-
-    mark_processed(at(0), at(4))
-    idle = tick(instance, monkeypatch, at(4.7), first.cursor)
+    mark_processed(source, at(0), at(4))
+    idle = tick(instance, monkeypatch, at(4.7))
     assert not idle.run_requests and "no new data in a closed load hour" in idle.skip_message
 
-    # 04:00 closes with data in it: launched alone (lookback 0), in a standard run.
-    second = tick(instance, monkeypatch, at(5.1), idle.cursor)
+    # 04:00 closes with data in it: launched alone, in a standard run.
+    second = tick(instance, monkeypatch, at(5.1))
     assert hours_of(second) == (key(at(4)), key(at(4)))
     assert second.run_requests[0].tags["incremental/run_state"] == "STANDARD"
-    mark_processed(at(4), at(5), run_id="run-2")
-    after = tick(instance, monkeypatch, at(5.2), second.cursor)
-    assert not after.run_requests
+    mark_processed(source, at(4), at(5), run_id="run-2")
+    assert not tick(instance, monkeypatch, at(5.2)).run_requests
 
-    # A late file for 04:00 (within the grace period of the last processed hour): run again.
-    add_loads(source, at(4.8))
-    rerun = tick(instance, monkeypatch, at(5.3), after.cursor)
-    assert hours_of(rerun) == (key(at(4)), key(at(4)))
-    assert "changed within the grace period: 2026-01-05-04:00" in rerun.run_requests[0].tags["incremental/reason"]
-    mark_processed(at(4), at(5), run_id="run-3")
-    settled = tick(instance, monkeypatch, at(5.4), rerun.cursor)
-    assert not settled.run_requests
+    # A late file lands in 01:00, processed hours ago: that hour runs again, and only it.
+    add_loads(source, at(1.7))
+    rerun = tick(instance, monkeypatch, at(9.3))
+    assert hours_of(rerun) == (key(at(1)), key(at(1)))
+    assert "changed in 1 hour(s) from 2026-01-05-01:00" in rerun.run_requests[0].tags["incremental/reason"]
 
-    # A late file for 02:00 is outside the grace period: skipped (the next run's lookback covers it).
-    add_loads(source, at(2.5))
-    late = tick(instance, monkeypatch, at(5.5), settled.cursor)
-    assert not late.run_requests and "no new data" in late.skip_message
+
+def test_a_gap_left_by_hours_processed_by_hand_is_run(env, monkeypatch):
+    source, instance = env
+    add_loads(source, at(0.5), at(1.5), at(2.5), at(3.5))
+    mark_processed(source, at(0), at(1))
+    mark_processed(source, at(3), at(4), run_id="by-hand")  # e.g. a UI materialization of 03:00
+    result = tick(instance, monkeypatch, at(4.5))
+    assert hours_of(result) == (key(at(1)), key(at(2)))
 
 
 def test_hours_processed_elsewhere_are_not_relaunched(env, monkeypatch):
     source, instance = env
     add_loads(source, at(0.5), at(1.5), at(2.5))
-    mark_processed(at(0), at(3))  # e.g. `incremental-assets backfill` or a UI backfill
-    result = tick(instance, monkeypatch, at(3.5), None)
+    mark_processed(source, at(0), at(3))  # e.g. `incremental-assets backfill` or a UI backfill
+    result = tick(instance, monkeypatch, at(3.5))
     assert not result.run_requests, result.run_requests
-    assert "loads processed until 2026-01-05 03:00" in result.skip_message
+    assert "no new data in a closed load hour" in result.skip_message
 
 
-def test_a_fail_locked_hour_stops_the_sensor_with_the_way_out(env, monkeypatch):
+def test_a_fail_locked_hour_is_left_out_with_the_way_out_and_the_others_run(env, monkeypatch):
     source, instance = env
-    add_loads(source, at(0.5), at(1.5))
-    manifest = ManifestStore.of(Settings.load())
-    item = item_id("base_events", key(at(1)))
-    manifest.claim([item], application="base_events", run_id="bad-run", run_finished=lambda lock: None)
-    manifest.close([item], run_id="bad-run", state=State.FAILED, application="base_events",
-                   payload={"reason": "boom"})
-    result = tick(instance, monkeypatch, at(2.5), None)
-    assert not result.run_requests
-    assert item in result.skip_message and "manifest resolve" in result.skip_message
+    add_loads(source, at(0.5), at(1.5), at(2.5))
+    item = fail(at(1))
+    result = tick(instance, monkeypatch, at(3.5))
+    assert hours_of(result) == (key(at(0)), key(at(0)))  # the oldest range; 02:00 follows
 
-    manifest.resolve(item, note="fixed")
-    assert hours_of(tick(instance, monkeypatch, at(2.5), None)) == (key(at(0)), key(at(1)))
+    mark_processed(source, at(0), at(1))
+    mark_processed(source, at(2), at(3), run_id="run-2")
+    blocked = tick(instance, monkeypatch, at(3.6))
+    assert not blocked.run_requests
+    assert item in blocked.skip_message and "manifest resolve" in blocked.skip_message
+
+    ManifestStore.of(Settings.load()).resolve([item], note="fixed")
+    assert hours_of(tick(instance, monkeypatch, at(3.7))) == (key(at(1)), key(at(1)))
+
+
+def test_an_hour_an_operator_skipped_is_never_run_and_strands_nothing(env, monkeypatch):
+    source, instance = env
+    add_loads(source, at(0.5), at(1.5), at(2.5))
+    ManifestStore.of(Settings.load()).skip([item_id("base_events", key(at(1)))], note="bad file")
+    first = tick(instance, monkeypatch, at(3.5))
+    assert hours_of(first) == (key(at(0)), key(at(0)))
+    mark_processed(source, at(0), at(1))
+    assert hours_of(tick(instance, monkeypatch, at(3.6))) == (key(at(2)), key(at(2)))
+
+
+def test_grace_delays_a_new_hour_and_abstinent_a_changed_one(env, monkeypatch):
+    source, instance = env
+    monkeypatch.setenv("INCREMENTAL_GRACE_PERIOD", "PT30M")
+    monkeypatch.setenv("INCREMENTAL_ABSTINENT_PERIOD", "PT2H")
+    add_loads(source, at(0.5))
+    waiting = tick(instance, monkeypatch, at(1.2))
+    assert not waiting.run_requests and "wait for the grace or abstinent period" in waiting.skip_message
+    assert hours_of(tick(instance, monkeypatch, at(1.6))) == (key(at(0)), key(at(0)))
+    mark_processed(source, at(0), at(1))  # processed at 01:00
+    add_loads(source, at(0.7))
+    assert not tick(instance, monkeypatch, at(2.5)).run_requests
+    assert hours_of(tick(instance, monkeypatch, at(3.1))) == (key(at(0)), key(at(0)))
 
 
 def test_waits_while_an_hourly_run_is_in_progress_and_never_relaunches_a_run_key(env, monkeypatch):
@@ -159,17 +197,17 @@ def test_waits_while_an_hourly_run_is_in_progress_and_never_relaunches_a_run_key
 
     source, instance = env
     add_loads(source, at(0.5))
-    request = tick(instance, monkeypatch, at(1.5), None).run_requests[0]
+    request = tick(instance, monkeypatch, at(1.5)).run_requests[0]
     run = create_run_for_test(instance, job_name="hourly_job", status=DagsterRunStatus.STARTED,
                               tags={**request.tags, "dagster/run_key": request.run_key})
-    waiting = tick(instance, monkeypatch, at(1.6), None)
+    waiting = tick(instance, monkeypatch, at(1.6))
     assert not waiting.run_requests and f"waiting for run {run.run_id}" in waiting.skip_message
 
-    instance.report_run_failed(run)  # failed before claiming anything: same source, same manifest
-    again = tick(instance, monkeypatch, at(1.7), None)
+    instance.report_run_failed(run)  # failed before claiming anything: same data, same manifest
+    again = tick(instance, monkeypatch, at(1.7))
     assert not again.run_requests and "already launched" in again.skip_message
     add_loads(source, at(0.7))  # new data: a new run key
-    assert hours_of(tick(instance, monkeypatch, at(1.8), None)) == (key(at(0)), key(at(0)))
+    assert hours_of(tick(instance, monkeypatch, at(1.8))) == (key(at(0)), key(at(0)))
 
 
 def test_hours_of_files_without_load_tstamp_statistics_come_from_the_load_date_partition():
@@ -180,6 +218,8 @@ def test_hours_of_files_without_load_tstamp_statistics_come_from_the_load_date_p
     # Rows without load_tstamp are placed by collector_tstamp.
     assert file_hours(day, at(1.2), at(2.7), 3, at(0.9), at(2.8)) == (at(0), at(2))
     assert file_hours(None, None, None, None, None, None) == (None, None)
+    # A file whose rows all lack both times holds no load hour (its rows are never read).
+    assert holds_no_load_time(4, 4, 4) and not holds_no_load_time(4, 4, 3) and not holds_no_load_time(4, None, None)
 
 
 # -- the real jobs, in this process, on a source that grows -----------------------------------
@@ -213,7 +253,7 @@ def execute(job_name: str, instance, request) -> object:
     return instance.get_run_by_id(result.run_id)
 
 
-def status_sensor_tick(sensor, instance, cursor):
+def sensor_tick(sensor, instance, cursor=None):
     with build_sensor_context(instance=instance, cursor=cursor, resources={"warehouse": warehouse}) as context:
         return sensor.evaluate_tick(context)
 
@@ -221,49 +261,47 @@ def status_sensor_tick(sensor, instance, cursor):
 @pytest.mark.spark
 @pytest.mark.slow
 def test_sensors_drive_the_jobs_hour_by_hour(env, monkeypatch, generated_events):
-    from incremental_assets.ledger import plan_late_days, rows_accounted_for
+    from incremental_assets.ledger import rows_accounted_for, unaccounted
     from incremental_assets.partitions import contiguous_ranges
 
     source, instance = env
     monkeypatch.setenv("INCREMENTAL_ATTRIBUTES_AS_OF", "2026-01-06")
     assert append_loads(generated_events, str(source), at(0), at(6)) > 0
-    # delta-rs exposes min/max statistics only of the first 32 columns unless told which ones;
-    # without load_tstamp's, a file stands for every hour of its load_date (coarser, still safe).
-    DeltaTable(str(source)).alter.set_table_properties(
-        {"delta.dataSkippingStatsColumns": "collector_tstamp,load_tstamp"})
-    # Run-status sensors start from the latest run event: start them before any run.
-    late_cursor = status_sensor_tick(late_days_sensors.late_days_sensor, instance, None).cursor
-    attributes_cursor = status_sensor_tick(late_days_sensors.attributes_sensor, instance, None).cursor
+    # The run-status sensor starts from the latest run event: start it before any run.
+    attributes_cursor = sensor_tick(late_days_sensors.attributes_sensor, instance).cursor
 
-    first = tick(instance, monkeypatch, at(6.5), None)
+    first = tick(instance, monkeypatch, at(6.5))
     assert hours_of(first) == (key(at(0)), key(at(5)))
-    hourly_run = execute("hourly_job", instance, first.run_requests[0])
+    execute("hourly_job", instance, first.run_requests[0])
 
-    late = status_sensor_tick(late_days_sensors.late_days_sensor, instance, late_cursor)
-    days = plan_late_days(Settings.load(), at(0), at(6)).days  # derived: planning again gives the same
-    assert days, "events of 2026-01-05 loaded on 2026-01-05 are on time"
+    # The ledger now holds unaccounted rows: the days they fall on are planned and rebuilt.
+    open_days = {day for day, _ in unaccounted(Settings.load())}
+    late = sensor_tick(late_days_sensors.late_days_sensor, instance)
     assert [(r.tags[RANGE_START_TAG], r.tags[RANGE_END_TAG]) for r in late.run_requests] == \
-        [(a.isoformat(), b.isoformat()) for a, b in contiguous_ranges(days)]
-    assert all(r.tags[PLAN_TAG] == hourly_run.run_id for r in late.run_requests)
+        [(a.isoformat(), b.isoformat()) for a, b in contiguous_ranges(open_days)]
+    assert len({r.tags[PLAN_TAG] for r in late.run_requests}) == 1
     for request in late.run_requests:
         execute("daily_job", instance, request)
+    assert not unaccounted(Settings.load())
+    idle = sensor_tick(late_days_sensors.late_days_sensor, instance)
+    assert not idle.run_requests and "every filtered row is aggregated or pending" in idle.skip_message
 
-    follow = status_sensor_tick(late_days_sensors.attributes_sensor, instance, attributes_cursor)
+    follow = sensor_tick(late_days_sensors.attributes_sensor, instance, attributes_cursor)
     (attributes_request,) = follow.run_requests
     assert attributes_request.job_name == "attributes_job"
     execute("attributes_job", instance, attributes_request)  # runs the every-day invariant check too
 
     # Three more hours arrive: exactly those are launched, the sensor skips when nothing is new.
-    assert not tick(instance, monkeypatch, at(6.6), first.cursor).run_requests
+    assert not tick(instance, monkeypatch, at(6.6)).run_requests
     append_loads(generated_events, str(source), at(6), at(9))
-    second = tick(instance, monkeypatch, at(9.2), first.cursor)
+    second = tick(instance, monkeypatch, at(9.2))
     assert hours_of(second) == (key(at(6)), key(at(8)))
-    second_run = execute("hourly_job", instance, second.run_requests[0])
-    assert not tick(instance, monkeypatch, at(9.3), second.cursor).run_requests
+    execute("hourly_job", instance, second.run_requests[0])
+    assert not tick(instance, monkeypatch, at(9.3)).run_requests
     base = read_pandas(Settings.load().table_path("base_events"), ["event_id", "load_tstamp"])
     assert base.event_id.is_unique and base.load_tstamp.max() < at(9)
 
     # Until its late days are planned, the new loads are neither aggregated nor pending.
     assert rows_accounted_for(Settings.load())["broken"]
-    late = status_sensor_tick(late_days_sensors.late_days_sensor, instance, late.cursor)
-    assert late.run_requests and all(r.tags[PLAN_TAG] == second_run.run_id for r in late.run_requests)
+    assert sensor_tick(late_days_sensors.late_days_sensor, instance).run_requests
+    assert DeltaTable(str(source)).version() >= 1

@@ -4,10 +4,12 @@
         [--barrier DIR] (--hours FIRST LAST | -- CLI ARGS ...)
 
 Kill points (the process SIGKILLs itself, like `kill -9` or the OOM killer would):
-  spark-job         from inside a Spark task reading the source for base_events
+  spark-job         from inside a Spark task reading the source for the hourly step
   before-processed  after asset NAME's data commits, before its PROCESSED record
   delta-commit      after table NAME's data files are written, before its commit is published
---slow holds base_events for SECONDS after it claimed its items (a long computation).
+  pending-write     while the daily ledger's pending counts are committed
+  manifest-commit   while the manifest commits the hourly step's PROCESSED records
+--slow holds the hourly step for SECONDS after it claimed its items (a long computation).
 --barrier: once Spark is up, create DIR/ready-<pid> and wait for DIR/go (so two processes
 start their runs at the same moment).
 --hours runs only hourly_job over the hourly partitions FIRST..LAST; otherwise the
@@ -34,7 +36,7 @@ def kill_in_spark_job() -> None:
     """Every source read of base_events gets a filter whose Python UDF kills this driver."""
     from pyspark.sql import functions as F
 
-    import incremental_assets.assets.hourly as hourly
+    import incremental_assets.hourly_step as hourly
 
     driver_pid = os.getpid()
 
@@ -66,37 +68,77 @@ def kill_before_processed(asset: str) -> None:
     ManifestStore.close = close
 
 
+def take_back_last_commit(path: str) -> None:
+    """Rename a Delta table's newest log entry back to the temporary name a writer uses before
+    the atomic rename that publishes it: its data files stay on disk, unpublished."""
+    log = Path(path) / "_delta_log"
+    newest = max(log.glob("[0-9]*.json"))
+    newest.rename(log / f"_commit_{uuid.uuid4()}.json.tmp")
+
+
 def kill_in_delta_commit(table: str) -> None:
-    """Table `table`'s next write runs, then its new log entry is taken back to the temporary
-    name delta-rs writes before the atomic rename, and the process dies: the data files are
-    on disk, the commit was never published."""
+    """Table `table`'s next write runs, then its commit is taken back and the process dies: the
+    data files are on disk, the commit was never published."""
     from resources.tables import DeltaRsTableStore
 
-    real_write = DeltaRsTableStore._write_arrow
+    def killing(real):
+        def write(self, name, *args, **kwargs):
+            result = real(self, name, *args, **kwargs)
+            if name == table:
+                take_back_last_commit(self.path(name))
+                die()
+            return result
+        return write
 
-    def write_arrow(self, target, data, **options):
-        path = target if isinstance(target, str) else target.table_uri.removeprefix("file://")
-        if path.rstrip("/").rsplit("/", 1)[-1] != table:
-            return real_write(self, target, data, **options)
-        version = target.version() + 1 if not isinstance(target, str) else 0
-        real_write(self, target, data, **options)
-        log = Path(path) / "_delta_log"
-        (log / f"{version:020d}.json").rename(log / f"_commit_{uuid.uuid4()}.json.tmp")
-        die()
-
-    DeltaRsTableStore._write_arrow = write_arrow
+    for method in ("replace", "replace_keys", "overwrite", "append", "merge"):
+        setattr(DeltaRsTableStore, method, killing(getattr(DeltaRsTableStore, method)))
 
 
-def slow_base_events(seconds: float) -> None:
-    import incremental_assets.assets.hourly as hourly
+def kill_in_pending_write() -> None:
+    """The daily ledger's pending counts are written, then taken back, and the process dies."""
+    import incremental_assets.ledger as ledger
+    from incremental_assets.names import DAILY_MANIFEST
+    from incremental_assets.settings import Settings
 
-    real_transform = hourly.base_events_transform
+    real = ledger.record_pending
 
-    def transform(*args, **kwargs):
+    def record_pending(settings: Settings, new_pending):
+        real(settings, new_pending)
+        if new_pending:
+            take_back_last_commit(settings.table_path(DAILY_MANIFEST))
+            die()
+
+    ledger.record_pending = record_pending
+
+
+def kill_in_manifest_commit() -> None:
+    """The processing manifest's commit of the hourly step's PROCESSED records is written, then
+    taken back, and the process dies."""
+    import resources.manifest as manifest
+
+    real = manifest.write_deltalake
+
+    def write_deltalake(target, data, **kwargs):
+        real(target, data, **kwargs)
+        if "PROCESSED" in data.column("state").to_pylist() and any(
+                item.startswith("base_events/") for item in data.column("item_id").to_pylist()):
+            take_back_last_commit(target if isinstance(target, str) else target.table_uri.removeprefix("file://"))
+            die()
+
+    manifest.write_deltalake = write_deltalake
+
+
+def slow_hourly_step(seconds: float) -> None:
+    """The hourly step holds its claim for `seconds` before it computes (a long computation)."""
+    import incremental_assets.hourly_step as hourly
+
+    real_validate = hourly.validate
+
+    def validate(*args, **kwargs):
         time.sleep(seconds)
-        return real_transform(*args, **kwargs)
+        return real_validate(*args, **kwargs)
 
-    hourly.base_events_transform = transform
+    hourly.validate = validate
 
 
 def wait_at_barrier(directory: Path, timeout: float = 600) -> None:
@@ -121,7 +163,8 @@ def run_hours(first: str, last: str) -> int:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--kill", choices=["spark-job", "before-processed", "delta-commit"])
+    parser.add_argument("--kill", choices=["spark-job", "before-processed", "delta-commit", "pending-write",
+                                           "manifest-commit"])
     parser.add_argument("--target", default="")
     parser.add_argument("--slow", type=float, default=0)
     parser.add_argument("--barrier", type=Path)
@@ -140,8 +183,12 @@ def main(argv: list[str]) -> int:
         kill_before_processed(args.target)
     elif args.kill == "delta-commit":
         kill_in_delta_commit(args.target)
+    elif args.kill == "pending-write":
+        kill_in_pending_write()
+    elif args.kill == "manifest-commit":
+        kill_in_manifest_commit()
     if args.slow:
-        slow_base_events(args.slow)
+        slow_hourly_step(args.slow)
     if args.barrier:
         wait_at_barrier(args.barrier)
     if args.hours:

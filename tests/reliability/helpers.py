@@ -36,7 +36,10 @@ CHILD_SPARK_CONF = ("spark.master=local[1];spark.ui.enabled=false;spark.sql.shuf
 CHILD_TIMEOUT = 600  # seconds; the machine may be shared with other Spark runs
 MANIFEST = "processing_manifest"
 # Written at run time, so never equal between two runs.
-VOLATILE_COLUMNS = ("last_rebuilt_at", "last_rebuilt_run_id")
+# Run ids and times, and the source fingerprint (file names differ between two sources
+# written separately with the same rows).
+VOLATILE_COLUMNS = ("last_rebuilt_at", "last_rebuilt_run_id", "processed_at", "run_id", "append_id", "queued_at",
+                    "source_fingerprint")
 
 
 def quiet(*_):
@@ -80,8 +83,12 @@ def copy_warehouse(template: Path, to: Path) -> Path:
 # -- tables -----------------------------------------------------------------------------
 
 def canonical(table) -> pd.DataFrame:
-    """A table's rows in a form two runs can be compared in: columns and rows sorted, as text."""
+    """A table's rows in a form two runs can be compared in: columns and rows sorted, as text.
+    Ledger rows of load hours without data are left out: a run records the empty hours its
+    range happens to cover, and which ones that are depends on how the runs were cut."""
     df = table.to_pandas() if not isinstance(table, pd.DataFrame) else table
+    if "source_fingerprint" in df.columns:
+        df = df[df["source_fingerprint"] != ""]
     df = df.drop(columns=[c for c in VOLATILE_COLUMNS if c in df.columns])
     df = df[sorted(df.columns)].astype(str)
     return df.sort_values(list(df.columns)).reset_index(drop=True)

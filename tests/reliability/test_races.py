@@ -35,19 +35,19 @@ SECOND_RUN_HOURS = [f"2026-01-05-{hour:02d}:00" for hour in range(1, 6)]
 
 
 @pytest.fixture
-def slow_base_events(monkeypatch):
-    """In this process, base_events holds its claim HOLD_SECONDS before computing."""
+def slow_hourly_step(monkeypatch):
+    """In this process, the hourly step holds its claim HOLD_SECONDS before computing."""
     import time
 
-    import incremental_assets.assets.hourly as hourly
+    import incremental_assets.hourly_step as hourly
 
-    real = hourly.base_events_transform
+    real = hourly.validate
 
-    def transform(*args, **kwargs):
+    def validate(*args, **kwargs):
         time.sleep(HOLD_SECONDS)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(hourly, "base_events_transform", transform)
+    monkeypatch.setattr(hourly, "validate", validate)
 
 
 def start_together(child, barrier):
@@ -56,7 +56,7 @@ def start_together(child, barrier):
 
 
 def test_two_runs_of_the_same_range_at_once_one_writes_the_other_is_refused(
-        lake, after_first_run, second_run_tables, slow_base_events, tmp_path):
+        lake, after_first_run, second_run_tables, slow_hourly_step, tmp_path):
     warehouse = copy_warehouse(after_first_run, tmp_path / "warehouse")
     barrier = tmp_path / "barrier"
     barrier.mkdir()
@@ -90,7 +90,7 @@ def test_two_runs_of_the_same_range_at_once_one_writes_the_other_is_refused(
 
 
 def test_two_runs_of_different_ranges_at_once_both_write_and_keep_each_others_rows(
-        lake, after_first_run, second_run_tables, slow_base_events, tmp_path):
+        lake, after_first_run, second_run_tables, slow_hourly_step, tmp_path):
     from dagster import DagsterInstance
 
     from incremental_assets.runner import execute_job

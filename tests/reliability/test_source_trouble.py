@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 import pytest
 from deltalake import DeltaTable
 
+from incremental_assets.names import HOURLY_ASSETS
 from incremental_assets.planning.processing_manifest import ItemStatus
 from resources.manifest import ManifestStore
 from tests.delta_reads import read_table
@@ -52,6 +53,8 @@ def test_a_missing_source_fails_the_cli_run_with_one_line_saying_what_to_do(tmp_
     from dagster import DagsterEventType, DagsterInstance
 
     from incremental_assets import cli
+    from incremental_assets.names import HOURLY_JOB
+    from incremental_assets.runner import execute_job
 
     home = make_dagster_home(tmp_path / "dagster_home")
     for key, value in SETTINGS.items():
@@ -59,25 +62,40 @@ def test_a_missing_source_fails_the_cli_run_with_one_line_saying_what_to_do(tmp_
     monkeypatch.setenv("INCREMENTAL_SOURCE_PATH", str(tmp_path / "no_lake_here"))
     monkeypatch.setenv("INCREMENTAL_WAREHOUSE", str(tmp_path / "warehouse"))
     monkeypatch.setenv("DAGSTER_HOME", str(home))
-    assert cli.main(["run", "--until", "2026-01-05T02:00:00Z"]) == 1
+    # `run` refuses before launching anything: a configuration problem (exit 2, like settings).
+    assert cli.main(["run", "--until", "2026-01-05T02:00:00Z"]) == 2
     out, err = capsys.readouterr()
-    (line,) = failure_lines(out.splitlines())
-    assert "SourceError: source table not found at" in line and "set INCREMENTAL_SOURCE_PATH" in line, out
+    assert "source table not found at" in err and "set INCREMENTAL_SOURCE_PATH" in err, err
     assert "Traceback" not in out + err and "Stack Trace" not in out + err, err
 
-    with DagsterInstance.get() as instance:  # in Dagster (the UI), the step failure says the same
-        (run,) = instance.get_run_records()
-        (failure,) = [e for e in instance.all_logs(run.dagster_run.run_id, of_type=DagsterEventType.STEP_FAILURE)]
+    with DagsterInstance.get() as instance:
+        assert not instance.get_run_records()
+        # A run launched anyway (the UI, `dagster asset materialize`) fails its step saying the same.
+        lines: list[str] = []
+        run = execute_job(HOURLY_JOB, instance=instance, partitions=("2026-01-05-00:00", "2026-01-05-00:00"),
+                          echo=lines.append)
+        assert not run.success
+        (line,) = failure_lines(lines)
+        assert "SourceError: source table not found at" in line and "set INCREMENTAL_SOURCE_PATH" in line, lines
+        (failure,) = [e for e in instance.all_logs(run.run_id, of_type=DagsterEventType.STEP_FAILURE)]
         error = failure.dagster_event.event_specific_data.error
         assert "set INCREMENTAL_SOURCE_PATH" in error.cause.message
 
 
-@pytest.mark.parametrize("kind", ["empty directory", "not parquet"])
-def test_a_source_that_is_not_a_table_fails_with_one_line(kind, tmp_path):
+def test_a_directory_without_a_table_is_refused_before_any_run(tmp_path):
+    from incremental_assets.sources.reader import SourceError
+
     source = tmp_path / "lake"
     source.mkdir()
-    if kind == "not parquet":
-        (source / "part-0.parquet").write_text("id,name\n1,not parquet at all\n")
+    with pytest.raises(SourceError, match="is neither a Delta table nor readable Parquet"):
+        run_in_process(at(2), str(source), tmp_path / "warehouse")
+    assert not (tmp_path / "warehouse").exists()
+
+
+def test_a_file_that_is_not_parquet_fails_the_run_with_one_line(tmp_path):
+    source = tmp_path / "lake"
+    source.mkdir()
+    (source / "part-0.parquet").write_text("id,name\n1,not parquet at all\n")
     lines: list[str] = []
     report = run_in_process(at(2), str(source), tmp_path / "warehouse", echo=lines.append)
     assert not report.success
@@ -92,7 +110,7 @@ def test_an_empty_source_is_a_clean_no_op(spark, tmp_path):
     report = run_in_process(at(3), str(source), tmp_path / "warehouse", echo=lines.append)
     assert report.success, lines
     # No load hour holds data: nothing is due, nothing runs, nothing is written.
-    assert not report.runs and any("nothing to do: no new data" in line for line in lines), lines
+    assert not report.runs and any("nothing to do: no load hour to run" in line for line in lines), lines
     assert not (tmp_path / "warehouse" / MANIFEST).exists()
 
 
@@ -112,7 +130,7 @@ def test_files_vacuumed_under_a_running_step_fail_it_saying_what_to_do_and_the_r
         spark, tmp_path, monkeypatch):
     from dagster import DagsterEventType, DagsterInstance
 
-    import incremental_assets.assets.hourly as hourly
+    import incremental_assets.hourly_step as hourly
 
     source, warehouse = tmp_path / "lake", tmp_path / "warehouse"
     everything = write_source(spark, source, hours=[0, 1])
@@ -138,7 +156,8 @@ def test_files_vacuumed_under_a_running_step_fail_it_saying_what_to_do_and_the_r
     assert "vacuumed or rewritten during the run" in failure.dagster_event.event_specific_data.error.cause.message
     manifest = ManifestStore(str(warehouse / MANIFEST))
     failed = {i: s for i, s in manifest.states().items() if s.status is ItemStatus.FAIL_LOCKED}
-    assert sorted(failed) == ["base_events/2026-01-05-00:00", "base_events/2026-01-05-01:00"]
+    # The four hourly assets are one step: their items fail together.
+    assert sorted(failed) == sorted(f"{asset}/2026-01-05-{h:02d}:00" for asset in HOURLY_ASSETS for h in (0, 1))
     assert all("was removed while this step read it" in s.last.payload["reason"] for s in failed.values())
 
     monkeypatch.setattr(hourly, "read_source", real_read_source)

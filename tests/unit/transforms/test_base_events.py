@@ -1,19 +1,24 @@
 from datetime import timedelta
 
 from incremental_assets.sources.schema import load_time
-from incremental_assets.transforms.base_events import base_events
+from incremental_assets.transforms.base_events import copies, dominated_later, kept_copies, validate
 
 from .conftest import event, naive, ts
 
+LOOKBACK = timedelta(days=30)
 
-def run(events_df, rows, start=ts(0), end=ts(1), **kw):
-    """Split `rows` as the asset does: loaded in the window, and loaded before it."""
+
+def run(events_df, rows, start=ts(0), end=ts(1), lookback=LOOKBACK, **kw):
+    """As the hourly step does: the window's rows validated, their copies kept or not against the
+    copies recorded before the window (earlier load hours already processed)."""
     source = events_df(rows)
     loaded = load_time()
-    result = base_events(source.where((loaded >= start) & (loaded < end)), source.where(loaded < start),
-                         window_start=start, window_end=end,
-                         days_late_allowed=kw.pop("days_late_allowed", 3), **kw)
-    return result.events.collect(), result.rejected.collect()
+    options = dict(days_late_allowed=kw.pop("days_late_allowed", 3),
+                   allow_null_dvce_tstamps=kw.pop("allow_null_dvce_tstamps", True), **kw)
+    window = validate(source.where((loaded >= start) & (loaded < end)), **options)
+    earlier = copies(validate(source.where(loaded < start), **options).valid)
+    kept = kept_copies(window.valid, earlier, lookback=lookback)
+    return kept.collect(), window.rejected.collect()
 
 
 def test_invalid_rows_are_rejected_with_the_first_failing_reason(events_df):
@@ -87,3 +92,38 @@ def test_window_is_half_open(events_df):
     kept, _ = run(events_df, rows)
     assert [r.event_id for r in kept] == ["at_start"]
     assert kept[0].load_date == ts(0).date()
+
+
+def test_a_copy_loaded_within_the_lookback_after_a_better_one_is_dropped_and_beyond_it_kept(events_df):
+    rows = [event("d", derived=ts(0, days=-29), load=ts(0.5, days=-29)),
+            event("d", derived=ts(0, days=-29), load=ts(0.5), page_url="29 days later"),
+            event("e", derived=ts(0, days=-30), load=ts(0.5, days=-30)),
+            event("e", derived=ts(0, days=-30), load=ts(0.5), page_url="30 days later")]
+    kept, _ = run(events_df, rows)
+    assert [(r.event_id, r.page_url) for r in kept] == [("e", "30 days later")]
+
+
+def test_null_device_timestamps_are_kept_or_rejected_as_the_setting_says(events_df):
+    rows = [event("no_sent", load=ts(0.5)), event("late_by_collector", load=ts(0.5), collector=ts(0.2),
+                                                  created=ts(-100))]
+    rows[0]["dvce_sent_tstamp"] = None
+    rows[1]["dvce_sent_tstamp"] = None
+    kept, rejected = run(events_df, rows)
+    # The collector time stands in for the missing sent time: 100 hours after creation is late.
+    assert [r.event_id for r in kept] == ["no_sent"]
+    assert [(r.event_id, r.reject_reason) for r in rejected] == [("late_by_collector", "sent_too_late")]
+    kept, rejected = run(events_df, rows, allow_null_dvce_tstamps=False)
+    assert kept == [] and {r.reject_reason for r in rejected} == {"null dvce_tstamp"}
+
+
+def test_stored_copies_after_the_window_that_a_window_copy_dominates_are_found(events_df):
+    later_rows = [event("d", load=ts(5), session="s2"), event("far", derived=ts(0, days=31), load=ts(0.5, days=31)),
+                  event("other", load=ts(6))]
+    window_rows = [event("d", load=ts(0.5)), event("far", load=ts(0.4))]
+    recorded_later = copies(validate(events_df(later_rows), days_late_allowed=3,
+                                     allow_null_dvce_tstamps=True).valid)
+    kept, _ = run(events_df, window_rows)
+    kept_df = events_df(window_rows).where("false").sparkSession.createDataFrame(
+        [(r.event_id, r.load_tstamp) for r in kept], "event_id string, load_tstamp timestamp")
+    dominated = dominated_later(kept_df, recorded_later, lookback=LOOKBACK).collect()
+    assert [(r.event_id, r.domain_sessionid) for r in dominated] == [("d", "s2")]

@@ -1,8 +1,8 @@
 from datetime import date, timedelta
 from decimal import Decimal
 
-from incremental_assets.transforms.attributes import lifetime_sessions, refresh_window_metrics, user_attributes
-from incremental_assets.transforms.daily_aggregates import daily_aggregates, rows_by_day
+from incremental_assets.transforms.attributes import refresh_window_metrics, user_attributes
+from incremental_assets.transforms.daily_aggregates import daily_aggregates, rows_by_day_and_load_day
 from incremental_assets.transforms.filtered_events import filtered_events
 from incremental_assets.transforms.sessions import session_lifecycle
 
@@ -29,8 +29,9 @@ def test_daily_metrics_per_user_and_day(events_df):
     assert (u1.first_event_tstamp, u1.last_event_tstamp) == (naive(ts(0)), naive(ts(1)))
     assert daily[(d0, "u2")].revenue == Decimal("0.00")
     assert daily[(d0 + timedelta(days=1), "u1")].events == 1
-    assert {r.event_date: r.rows_aggregated for r in rows_by_day(daily_aggregates(
-        filtered(events_df, rows))).collect()} == {d0: 5, d0 + timedelta(days=1): 1}
+    assert u1.session_ids == ["s1", "s2"]
+    assert {(r.event_date, r.load_date): r.rows_aggregated for r in rows_by_day_and_load_day(
+        filtered(events_df, rows)).collect()} == {(d0, d0): 5, (d0 + timedelta(days=1), d0 + timedelta(days=1)): 1}
 
 
 def test_attributes_lifetime_and_half_open_windows(events_df):
@@ -43,18 +44,27 @@ def test_attributes_lifetime_and_half_open_windows(events_df):
         rows.append(event(f"tr{i}", name="transaction", revenue="1.00", session=f"s{i}", derived=derived))
     rows.append(event("today", session="s9", derived=ts(0) + (as_of - ts(0).date())))  # as_of itself: excluded
     f = filtered(events_df, rows)
-    base = events_df(rows)
-    sessions = lifetime_sessions(session_lifecycle(base, max_session_days=3), start_date=ts(-1000))
-    attrs = user_attributes(daily_aggregates(f), sessions, as_of=as_of).collect()[0]
+    attrs = user_attributes(daily_aggregates(f), as_of=as_of).collect()[0]
     assert attrs.page_views_last_7_days == 2  # 1 and 7 days back; 8 is outside
     assert attrs.revenue_last_30_days == Decimal("4.00")  # 1, 7, 8, 30 back; 31 is outside
-    assert attrs.lifetime_events == 11 and attrs.lifetime_page_views == 6
-    assert attrs.lifetime_sessions == 6 and attrs.days_active == 6
-    assert attrs.first_event_date == days_back(31) and attrs.last_event_date == as_of
+    # Every metric is as of as_of: the event on as_of itself is left out.
+    assert attrs.lifetime_events == 10 and attrs.lifetime_page_views == 5
+    assert attrs.lifetime_sessions == 5 and attrs.days_active == 5
+    assert attrs.first_event_date == days_back(31) and attrs.last_event_date == days_back(1)
 
     later = as_of + timedelta(days=10)
-    refreshed = refresh_window_metrics(user_attributes(daily_aggregates(f), sessions, as_of=as_of),
-                                       daily_aggregates(f), as_of=later).collect()[0]
-    assert refreshed.lifetime_events == 11  # untouched
+    stored = user_attributes(daily_aggregates(f), as_of=as_of)
+    refreshed = refresh_window_metrics(stored, daily_aggregates(f), stored.limit(0), as_of=later).collect()[0]
+    assert refreshed.lifetime_events == 10  # untouched
     # [Dec 31, Jan 30) holds the days 1, 7 and 8 back from Jan 20; none is in the last 7 days.
     assert refreshed.page_views_last_7_days == 0 and refreshed.revenue_last_30_days == Decimal("3.00")
+
+
+def test_a_session_over_midnight_counts_once_in_every_session_metric(events_df):
+    as_of = ts(0, days=3).date()
+    rows = [event("late", session="night", derived=ts(13.5)), event("early", session="night", derived=ts(14.5)),
+            event("next", session="day", derived=ts(20))]  # T0 is 10:00: 23:30, 00:30 and 06:00 next day
+    daily = daily_aggregates(filtered(events_df, rows))
+    assert sorted(r.sessions for r in daily.collect()) == [1, 2]  # one session on each of two days ...
+    attrs = user_attributes(daily, as_of=as_of).collect()[0]
+    assert attrs.lifetime_sessions == 2 and attrs.sessions_last_7_days == 2  # ... counted once

@@ -39,21 +39,42 @@ def test_sessions_past_max_days_are_quarantined_and_their_far_events_not_kept(ev
 
 def test_quarantined_session_with_only_far_new_events_needs_no_update(events_df, spark):
     stored = spark.createDataFrame(
-        [("s1", ts(0), True, ts(0.1)), ("s2", ts(0), True, ts(0.1))],
-        "domain_sessionid string, start_tstamp timestamp, is_quarantined boolean, first_load_tstamp timestamp")
+        [("s1", ts(0), True, ts(0.1), ts(3, days=3)), ("s2", ts(0), True, ts(0.1), ts(3, days=3)),
+         ("s4", ts(0), True, ts(0.1), ts(3, days=3))],
+        "domain_sessionid string, start_tstamp timestamp, is_quarantined boolean, first_load_tstamp timestamp, "
+        "quarantined_at timestamp")
     window = events_df([event("x", session="s1", derived=ts(0, days=5), load=ts(0, days=5)),
                         event("y", session="s2", derived=ts(1), load=ts(0, days=5)),  # late, inside limit
-                        event("z", session="s3", derived=ts(0, days=5), load=ts(0, days=5))])
+                        event("z", session="s3", derived=ts(0, days=5), load=ts(0, days=5)),
+                        # past the limit, but loaded before the session was quarantined (a late file)
+                        event("w", session="s4", derived=ts(0, days=5), load=ts(1, days=3))])
     need = {r.domain_sessionid: r.scan_from for r in
             sessions_needing_update(window, stored, max_session_days=3).collect()}
-    assert need == {"s2": naive(ts(0.1)), "s3": naive(ts(0, days=5))}
+    assert need == {"s2": naive(ts(0.1)), "s3": naive(ts(0, days=5)), "s4": naive(ts(0.1))}
 
 
-def test_quarantined_sessions_known_before_a_time(events_df):
-    rows = [event("a", derived=ts(0), load=ts(0.1)), event("b", derived=ts(0, days=4), load=ts(0, days=4))]
+def test_quarantined_sessions_are_the_lifecycle_rows_past_their_limit(events_df):
+    rows = [event("a", derived=ts(0), load=ts(0.1)), event("b", derived=ts(0, days=4), load=ts(0, days=4)),
+            event("c", session="s2", derived=ts(0), load=ts(0.1))]
     lifecycle = session_lifecycle(events_df(rows), max_session_days=3)
-    assert quarantined_sessions(lifecycle, before=ts(0, days=4)).count() == 0
-    assert quarantined_sessions(lifecycle, before=ts(1, days=4)).count() == 1
+    assert [r.domain_sessionid for r in quarantined_sessions(lifecycle).collect()] == ["s1"]
+
+
+def test_changed_sessions_are_those_whose_filtered_fields_moved(events_df, spark):
+    from incremental_assets.transforms.sessions import changed_sessions
+
+    stored = session_lifecycle(events_df([event("a", session="same", load=ts(0.1)),
+                                          event("b", session="login", load=ts(0.1)),
+                                          event("c", session="start", derived=ts(1), load=ts(1.1))]),
+                               max_session_days=3)
+    new = session_lifecycle(events_df([event("a", session="same", load=ts(0.1)),
+                                       event("b", session="login", load=ts(0.1)),
+                                       event("b2", session="login", derived=ts(0.5), user_id="me", load=ts(2)),
+                                       event("c", session="start", derived=ts(1), load=ts(1.1)),
+                                       event("c0", session="start", derived=ts(0), load=ts(3))]),
+                            max_session_days=3)
+    changed = {r.domain_sessionid: r.changed_from for r in changed_sessions(new, stored).collect()}
+    assert changed == {"login": naive(ts(0.1)), "start": naive(ts(1.1))}
 
 
 def test_filtered_events_rules(events_df):

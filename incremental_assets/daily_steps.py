@@ -1,0 +1,105 @@
+"""What the event-day steps compute (docs/rules.md 6-7); `assets/daily.py` hands it to the IO manager.
+
+- `aggregate_days`: daily_aggregates of a range of event days, each from all its filtered
+  rows; the ledger rows that say so (written after the table: the completion marker); and the
+  users whose rows these days held before or hold now, queued for attributes (written before
+  the table: a crash in between only queues a user twice).
+- `attributes_update`: attributes as of a day. Recomputed in full when there is no table yet,
+  the day moved, or `run_type=full`; otherwise only the queued users (`incremental`), or the
+  window metrics of everyone and the new users (`last_n_days`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta, timezone
+from typing import Callable
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from incremental_assets.names import ATTRIBUTES, DAILY_AGGREGATES, FILTERED_EVENTS, USERS_TO_REFRESH
+from incremental_assets.transforms.attributes import (
+    LONGEST_WINDOW_DAYS,
+    refresh_window_metrics,
+    user_attributes,
+)
+from incremental_assets.transforms.daily_aggregates import daily_aggregates, rows_by_day_and_load_day
+from resources.warehouse import WarehouseResource
+
+
+@dataclass
+class DailyResults:
+    daily: DataFrame
+    ledger: DataFrame
+    users_to_refresh: Callable[[], DataFrame]  # read when written: the days' users before the rebuild
+
+
+def aggregate_days(warehouse: WarehouseResource, first_day: date, end_day: date, run_id: str) -> DailyResults:
+    tables = warehouse.tables
+    filtered = tables.read_range(FILTERED_EVENTS, "event_date", first_day, end_day) if tables.exists(
+        FILTERED_EVENTS) else None
+    if filtered is None:
+        raise FileNotFoundError(f"input table {FILTERED_EVENTS!r} does not exist yet: run the load hours first")
+    daily = daily_aggregates(filtered).cache()
+    ledger = rows_by_day_and_load_day(filtered).select(
+        "event_date", "load_date", "rows_aggregated",
+        F.lit(0).cast("long").alias("rows_pending"),
+        F.lit(datetime.now(timezone.utc)).alias("last_rebuilt_at"),
+        F.lit(run_id).alias("last_rebuilt_run_id"))
+
+    def users_to_refresh() -> DataFrame:
+        users = daily.select("domain_userid")
+        if tables.exists(DAILY_AGGREGATES):
+            users = users.unionByName(tables.read_range(DAILY_AGGREGATES, "event_date", first_day, end_day,
+                                                        columns=["domain_userid"]))
+        return queued(users.distinct())
+
+    return DailyResults(daily=daily, ledger=ledger, users_to_refresh=users_to_refresh)
+
+
+def queued(users: DataFrame) -> DataFrame:
+    """Queue rows for these users: one append id, so that attributes deletes exactly what it consumed."""
+    return users.select("domain_userid", F.lit(uuid.uuid4().hex).alias("append_id"),
+                        F.lit(datetime.now(timezone.utc)).alias("queued_at"))
+
+
+@dataclass
+class AttributesUpdate:
+    rows: DataFrame
+    full: bool  # overwrite the table; else replace the rows of `keys`
+    keys: DataFrame | None
+    consumed: tuple[str, ...]  # append ids of the queue rows this update covers
+    how: str  # in words, for the materialization
+
+
+def _stored_as_of(warehouse: WarehouseResource) -> date | None:
+    row = warehouse.tables.read(ATTRIBUTES, columns=["attributes_as_of"]).limit(1).first()
+    return row[0] if row else None
+
+
+def attributes_update(warehouse: WarehouseResource, as_of: date, run_type: str) -> AttributesUpdate:
+    tables = warehouse.tables
+    daily = tables.read(DAILY_AGGREGATES)
+    queue = tables.read(USERS_TO_REFRESH) if tables.exists(USERS_TO_REFRESH) else None
+    consumed = tuple(sorted(r.append_id for r in queue.select("append_id").distinct().collect())) if queue else ()
+    stored_as_of = _stored_as_of(warehouse) if tables.exists(ATTRIBUTES) else None
+    if run_type == "full" or stored_as_of is None or stored_as_of != as_of:
+        reason = ("run_type=full" if run_type == "full" else "no table yet" if stored_as_of is None
+                  else f"attributes_as_of moved from {stored_as_of}")
+        return AttributesUpdate(user_attributes(daily, as_of=as_of), True, None, consumed,
+                                f"every user recomputed ({reason})")
+    if run_type == "last_n_days":
+        stored = tables.read(ATTRIBUTES)
+        window = daily.where(F.col("event_date") >= F.lit(as_of - timedelta(days=LONGEST_WINDOW_DAYS)))
+        new_users = window.select("domain_userid").distinct().join(stored, "domain_userid", "left_anti")
+        new_rows = user_attributes(daily.join(new_users, "domain_userid", "left_semi"), as_of=as_of)
+        return AttributesUpdate(refresh_window_metrics(stored, window, new_rows, as_of=as_of), True, None, consumed,
+                                "window metrics of every user recomputed, new users added")
+    if queue is None:
+        return AttributesUpdate(user_attributes(daily.limit(0), as_of=as_of), False,
+                                daily.select("domain_userid").limit(0), consumed, "no user changed")
+    users = queue.select("domain_userid").distinct()
+    return AttributesUpdate(user_attributes(daily.join(users, "domain_userid", "left_semi"), as_of=as_of), False,
+                            users, consumed, "the users whose daily rows changed recomputed")

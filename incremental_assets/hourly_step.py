@@ -1,0 +1,198 @@
+"""One hourly run over load hours [start, end): what it reads, what it computes, what it writes
+(docs/rules.md 2-5). The asset (`assets/hourly.py`) hands the results to the IO manager.
+
+1. The source's rows of the window, at the version its fingerprints were taken from.
+2. Valid copies and rejected rows; the window's copies join the event_copies index.
+3. Kept copies: decided against the copies recorded in the dedupe look-back before the window.
+   Stored copies after the window that a kept copy now dominates are removed from base_events
+   and filtered_events (an earlier copy that arrives later wins).
+4. Sessions touched by the window (or by a removed copy) are recomputed from all their events.
+5. filtered_events for the window, and again for every touched session whose row changed in
+   a field filtered rows carry (seed 000: all historic events of the session are reprocessed).
+   Those sessions are queued (`sessions_to_refilter`) before the new session rows are written
+   and taken off the queue once their filtered rows are: a crash in between leaves them
+   queued, and the next run derives them again.
+Everything here is derived from the tables as they are, so a rerun of the same hours, after a
+crash anywhere, computes and writes the same.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from incremental_assets.names import BASE_EVENTS, EVENT_COPIES, FILTERED_EVENTS, LIFECYCLE, SESSIONS_TO_REFILTER
+from incremental_assets.partitions import floor_hour, hours_between
+from incremental_assets.sources.load_hours import SourceSnapshot, source_snapshot
+from incremental_assets.sources.reader import read_source
+from incremental_assets.transforms.base_events import (
+    COPY_COLUMNS,
+    copies,
+    dominated_later,
+    kept_copies,
+    validate,
+)
+from incremental_assets.transforms.filtered_events import filtered_events, rows_by_load_hour_and_day
+from incremental_assets.transforms.sessions import (
+    LIFECYCLE_COLUMNS,
+    changed_sessions,
+    quarantined_sessions,
+    session_lifecycle,
+    sessions_needing_update,
+)
+from resources.tables import RowRange
+from resources.warehouse import WarehouseResource
+
+LIFECYCLE_SCHEMA = ("domain_sessionid string, domain_userid string, user_id string, app_id string, "
+                    "domain_sessionidx int, start_tstamp timestamp, end_tstamp timestamp, event_count long, "
+                    "first_load_tstamp timestamp, last_load_tstamp timestamp, is_quarantined boolean, "
+                    "quarantined_at timestamp")
+REFILTER_SCHEMA = "domain_sessionid string, changed_from timestamp, append_id string"
+COPIES_SCHEMA = ("event_id string, load_tstamp timestamp, collector_tstamp timestamp, copy_hash long, "
+                 "domain_sessionid string")
+
+
+@dataclass
+class HourlyResults:
+    """What one hourly run writes. DataFrames are lazy; the short lists are collected."""
+
+    start: datetime
+    end: datetime
+    snapshot: SourceSnapshot | None
+    copies: DataFrame
+    rejected: DataFrame
+    kept: DataFrame  # base_events rows of the window
+    dominated: RowRange  # stored copies after the window that a kept copy now dominates
+    touched: DataFrame  # domain_sessionid of every recomputed session
+    lifecycle: DataFrame  # their new rows (a session without events left has none)
+    quarantined: DataFrame
+    filtered: DataFrame  # filtered rows of the window and of the changed sessions
+    changed: RowRange  # the changed sessions' filtered rows, replaced
+    to_refilter: DataFrame  # the changed sessions, queued until their filtered rows are written
+    refiltered: tuple[str, ...]  # append ids of the queue rows the filtered write takes off
+    counts_range: tuple[datetime, datetime]  # load hours whose filtered counts are recomputed
+    cached: list[DataFrame] = field(default_factory=list)
+    facts: dict = field(default_factory=dict)  # for metadata: scan_from, counts of changes
+
+    @property
+    def counts_from_window_rows(self) -> bool:
+        """Only the window's rows changed: its counts come from the rows in hand."""
+        return not self.dominated.values and not self.changed.values
+
+
+def _read_or_empty(warehouse: WarehouseResource, name: str, schema, column: str, start, end,
+                   columns=None) -> DataFrame:
+    tables = warehouse.tables
+    if not tables.exists(name):
+        return warehouse.spark.createDataFrame([], schema)
+    return tables.read_range(name, column, start, end, columns=columns)
+
+
+def compute(warehouse: WarehouseResource, start: datetime, end: datetime) -> HourlyResults:
+    settings, tables = warehouse.settings, warehouse.tables
+    lookback = settings.dedupe_lookback
+    snapshot = source_snapshot(settings.source, start, end)
+    rows = read_source(tables, settings.source, start, end, version=snapshot.version if snapshot else None)
+    validated = validate(rows, days_late_allowed=settings.days_late_allowed,
+                         allow_null_dvce_tstamps=settings.allow_null_dvce_tstamps, app_ids=settings.app_ids)
+    valid = validated.valid.cache()
+
+    # Dedupe (rules 3): against the copies recorded before the window; then the stored copies
+    # after it that the window's kept copies dominate.
+    earlier = _read_or_empty(warehouse, EVENT_COPIES, COPIES_SCHEMA, "load_tstamp", start - lookback, start,
+                             columns=list(COPY_COLUMNS))
+    kept = kept_copies(valid, earlier, lookback=lookback).cache()
+    later = _read_or_empty(warehouse, EVENT_COPIES, COPIES_SCHEMA, "load_tstamp", end, end + lookback,
+                           columns=list(COPY_COLUMNS))
+    dominated = dominated_later(kept, later, lookback=lookback).cache()
+    dominated_ids = sorted({r.event_id for r in dominated.select("event_id").distinct().collect()})
+    dominated_rows = RowRange("load_tstamp", end, end + lookback, key="event_id", values=tuple(dominated_ids))
+
+    # Sessions (rules 4): the window's, and those of removed copies, from all their events.
+    stored = (tables.read(LIFECYCLE) if tables.exists(LIFECYCLE)
+              else warehouse.spark.createDataFrame([], LIFECYCLE_SCHEMA))
+    to_update = sessions_needing_update(kept, stored, max_session_days=settings.max_session_days)
+    of_removed = (dominated.select("domain_sessionid").distinct()
+                  .join(stored.select("domain_sessionid", "first_load_tstamp"), "domain_sessionid", "left")
+                  .select("domain_sessionid", F.col("first_load_tstamp").alias("scan_from")))
+    queued = (tables.read(SESSIONS_TO_REFILTER) if tables.exists(SESSIONS_TO_REFILTER)
+              else warehouse.spark.createDataFrame([], REFILTER_SCHEMA)).cache()
+    touched_from = (to_update.unionByName(of_removed)
+                    .unionByName(queued.select("domain_sessionid", F.col("changed_from").alias("scan_from")))
+                    .groupBy("domain_sessionid").agg(F.min("scan_from").alias("scan_from")).cache())
+    touched = touched_from.select("domain_sessionid")
+    oldest = touched_from.agg(F.min("scan_from")).first()[0]
+    floor = start - settings.session_lookback
+    scan_from = max(oldest.replace(tzinfo=timezone.utc), floor) if oldest is not None else start
+    stored_events = (_read_or_empty(warehouse, BASE_EVENTS, kept.schema, "load_tstamp", scan_from, None)
+                     .join(touched, "domain_sessionid", "left_semi")
+                     .where(~((F.col("load_tstamp") >= F.lit(start)) & (F.col("load_tstamp") < F.lit(end))))
+                     .join(dominated.select("event_id", "load_tstamp"), ["event_id", "load_tstamp"], "left_anti"))
+    session_events = stored_events.unionByName(kept.join(touched, "domain_sessionid", "left_semi")).cache()
+    lifecycle = session_lifecycle(session_events, max_session_days=settings.max_session_days).cache()
+    changed = (changed_sessions(lifecycle, stored.join(touched, "domain_sessionid", "left_semi"))
+               .unionByName(queued.select("domain_sessionid", "changed_from"))
+               .groupBy("domain_sessionid").agg(F.min("changed_from").alias("changed_from")).collect())
+    changed_ids = tuple(sorted(r.domain_sessionid for r in changed))
+    changed_from = min((r.changed_from for r in changed if r.changed_from is not None), default=start)
+    changed_rows = RowRange("load_tstamp", changed_from.replace(tzinfo=timezone.utc) if changed_ids else start, None,
+                            key="domain_sessionid", values=changed_ids)
+
+    # filtered_events (rules 5): the window's rows with their sessions as they are now, and the
+    # earlier rows of every changed session derived again.
+    current = stored.join(lifecycle.select("domain_sessionid"), "domain_sessionid", "left_anti") \
+        .select(*LIFECYCLE_COLUMNS).unionByName(lifecycle.select(*LIFECYCLE_COLUMNS))
+    filter_settings = dict(event_names=settings.event_names, start_date=settings.start_date,
+                           max_session_days=settings.max_session_days)
+    filtered = filtered_events(kept, current, **filter_settings)
+    if changed_ids:
+        again = stored_events.where(F.col("domain_sessionid").isin(list(changed_ids)))
+        filtered = filtered.unionByName(filtered_events(again, lifecycle, **filter_settings))
+    filtered = filtered.cache()
+
+    to_refilter, append_id = queue_rows(warehouse, changed)
+    first_count_hour = min(start, floor_hour(changed_rows.start)) if changed_ids else start
+    counts_range = (first_count_hour, end + lookback if dominated_ids else end)
+    return HourlyResults(
+        start=start, end=end, snapshot=snapshot, copies=copies(valid), rejected=validated.rejected, kept=kept,
+        dominated=dominated_rows, touched=touched, lifecycle=lifecycle,
+        quarantined=quarantined_sessions(lifecycle), filtered=filtered, changed=changed_rows,
+        to_refilter=to_refilter,
+        refiltered=tuple(sorted({r.append_id for r in queued.select("append_id").distinct().collect()}
+                                | ({append_id} if changed else set()))),
+        counts_range=counts_range,
+        cached=[valid, kept, dominated, queued, touched_from, session_events, lifecycle, filtered],
+        facts={"scan_from": scan_from.isoformat(), "copies_dominated": len(dominated_ids),
+               "sessions_changed": len(changed_ids)})
+
+
+def queue_rows(warehouse: WarehouseResource, changed: list) -> tuple[DataFrame, str]:
+    """The sessions_to_refilter rows of the changed sessions, and their append id (this run's)."""
+    append_id = uuid.uuid4().hex
+    rows = [(r.domain_sessionid, r.changed_from, append_id) for r in changed]
+    return warehouse.spark.createDataFrame(rows, REFILTER_SCHEMA), append_id
+
+
+def filtered_counts(warehouse: WarehouseResource, results: HourlyResults) -> DataFrame:
+    """Filtered rows per (load hour, event day) of results.counts_range, from the rows in hand
+    when only the window changed, else read back from filtered_events once it is written."""
+    if results.counts_from_window_rows:
+        return rows_by_load_hour_and_day(results.filtered)
+    start, end = results.counts_range
+    return rows_by_load_hour_and_day(warehouse.tables.read_range(FILTERED_EVENTS, "load_tstamp", start, end,
+                                                                 columns=["load_tstamp", "event_date"]))
+
+
+def processed_hours(warehouse: WarehouseResource, results: HourlyResults, run_id: str) -> DataFrame:
+    """The ledger rows of the window's hours: what each was processed from, and when."""
+    settings = warehouse.settings
+    fingerprints = results.snapshot.fingerprints if results.snapshot else {}
+    now = datetime.now(timezone.utc)
+    rows = [(hour, fingerprints.get(hour, ""), settings.rules_digest(), now, run_id)
+            for hour in hours_between(results.start, results.end)]
+    return warehouse.spark.createDataFrame(rows, "load_hour_tstamp timestamp, source_fingerprint string, "
+                                                 "rules_digest string, processed_at timestamp, run_id string")

@@ -1,0 +1,136 @@
+"""Which load hours to run: the source's hours reconciled with what each hour was processed from.
+
+An hour is *due* when its source data differs from what it was last processed from: it has
+data and was never processed, its fingerprint changed since (a file landed in it, or the rules
+that shape its rows changed), or it was processed from data the source no longer holds. So a
+gap left by a run that processed a later hour, a file that lands in an hour processed days ago
+and a failed hour that an operator resolved all run again; an hour whose data did not change
+never does. Due hours separated by a short gap of hours without data run as one range.
+Hours an operator skipped, fail-locked hours and hours a live run holds are left
+out by the caller (`excluded`).
+
+`last_success` is the end of the contiguous processed prefix since `start`: the cursor of seed
+002 stops at the first gap. `lookback_window_hours` (seed 000) re-runs that many hours before
+the end of the prefix's last hour with data every time (default 0: reconciliation re-runs
+exactly the hours that changed).
+`grace` delays an hour's first processing until it has been closed that long (late files may
+still land in it); `abstinent` delays re-running a changed hour until its last processing is
+that old (files trickling into an hour run it once, not once per file).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from incremental_assets.planning._time import finite_number, non_negative_timedelta, utc, whole_number
+from incremental_assets.planning.cursors import DatetimeCursor
+
+HOUR = timedelta(hours=1)
+# Due hours separated only by hours without data run as one range when the gap is shorter than
+# this: a run costs far more than an empty hour in it, and a longer gap would only add claims.
+BRIDGED_GAP = timedelta(hours=24)
+
+
+@dataclass(frozen=True)
+class ProcessedHour:
+    """What a load hour was last processed from, and when."""
+
+    fingerprint: str  # "" when the hour held no data then
+    processed_at: datetime
+
+
+@dataclass(frozen=True)
+class HoursPlan:
+    """The due hours to run now, grouped in contiguous ranges, oldest first; and the rest, by reason."""
+
+    ranges: list[tuple[datetime, datetime]]  # [start, end) of each run, oldest first
+    new: list[datetime] = field(default_factory=list)  # never processed
+    changed: list[datetime] = field(default_factory=list)  # fingerprint differs from the processed one
+    removed: list[datetime] = field(default_factory=list)  # processed from data that is gone
+    lookback: list[datetime] = field(default_factory=list)  # re-run by lookback_window_hours
+    waiting: list[datetime] = field(default_factory=list)  # due later (grace or abstinent period)
+    deferred: list[datetime] = field(default_factory=list)  # due, past backfill_limit_days: next run
+    last_success: datetime | None = None  # end of the contiguous processed prefix
+
+    @property
+    def hours(self) -> list[datetime]:
+        return [h for start, end in self.ranges for h in _hours(start, end)]
+
+
+def _hours(start: datetime, end: datetime) -> list[datetime]:
+    return [start + i * HOUR for i in range((end - start) // HOUR)]
+
+
+def _ranges(hours: list[datetime], bridgeable: Collection[datetime] = ()) -> list[tuple[datetime, datetime]]:
+    """Contiguous ranges of `hours`; a gap shorter than BRIDGED_GAP made only of `bridgeable`
+    hours joins the ranges on both sides."""
+    ranges: list[tuple[datetime, datetime]] = []
+    for hour in sorted(hours):
+        if ranges and (ranges[-1][1] == hour or (
+                hour - ranges[-1][1] < BRIDGED_GAP and all(h in bridgeable for h in _hours(ranges[-1][1], hour)))):
+            ranges[-1] = (ranges[-1][0], hour + HOUR)
+        else:
+            ranges.append((hour, hour + HOUR))
+    return ranges
+
+
+def closed_hours(start: datetime, now: datetime) -> list[datetime]:
+    """Every closed load hour from `start`'s hour to `now` (seed 002's cursor, one hour a window)."""
+    first = utc("start", start).replace(minute=0, second=0, microsecond=0)
+    closed_end = utc("now", now).replace(minute=0, second=0, microsecond=0)
+    return [window[0] for window in DatetimeCursor(start=first, step="PT1H").windows(None, closed_end)]
+
+
+def hours_to_run(source: Mapping[datetime, str], processed: Mapping[datetime, ProcessedHour], *,
+                 excluded: Collection[datetime], start: datetime, now: datetime, grace: timedelta,
+                 abstinent: timedelta, backfill_limit_days: int,
+                 lookback_window_hours: float = 0) -> HoursPlan:
+    """The load hours to run now.
+
+    `source` maps each closed load hour with source data to its fingerprint; `processed`
+    maps each hour processed so far to what it was processed from. At most
+    `backfill_limit_days` of hours run (from the oldest due one); the rest is `deferred`.
+    """
+    non_negative_timedelta("grace", grace)
+    non_negative_timedelta("abstinent", abstinent)
+    limit = timedelta(days=whole_number("backfill_limit_days", backfill_limit_days, 1))
+    lookback = timedelta(hours=finite_number("lookback_window_hours", lookback_window_hours, 0))
+    now = utc("now", now)
+    excluded = set(excluded)
+    new, changed, removed, waiting, empty = [], [], [], [], set()
+    last_success = last_data_end = None
+    in_prefix = True
+    for hour in closed_hours(start, now):
+        data, done = source.get(hour), processed.get(hour)
+        if data is None and hour not in excluded and (done is None or not done.fingerprint):
+            empty.add(hour)  # nothing to process: a range may run over it
+        if done is not None and done.fingerprint == (data or ""):
+            if in_prefix:
+                last_success = hour + HOUR
+                last_data_end = hour + HOUR if data is not None else last_data_end
+            continue
+        if data is None and done is None:  # no data, never processed: nothing to do
+            if in_prefix and last_success is not None:
+                last_success = hour + HOUR
+            continue
+        in_prefix = False
+        if hour in excluded:
+            continue
+        if done is None:
+            (new if now - (hour + HOUR) >= grace else waiting).append(hour)
+        elif abstinent and done.processed_at <= now < done.processed_at + abstinent:
+            waiting.append(hour)  # (processed "after" now: replaying the past, nothing trickles)
+        else:
+            (changed if data is not None else removed).append(hour)
+    due = sorted(new + changed + removed)
+    relook = []
+    if lookback and last_data_end is not None:
+        relook = [h for h in _hours(last_data_end - HOUR * int(lookback / HOUR), last_data_end)
+                  if h in source and h not in excluded and h not in due]
+    due = sorted(due + relook)
+    deferred = [h for h in due if h >= due[0] + limit] if due else []
+    run = [h for h in due if h not in deferred]
+    return HoursPlan(ranges=_ranges(run, empty), new=new, changed=changed, removed=removed, lookback=relook,
+                     waiting=waiting, deferred=deferred, last_success=last_success)

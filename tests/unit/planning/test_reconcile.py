@@ -1,0 +1,137 @@
+"""planning.reconcile: which load hours run, from the source's hours and what they were processed from."""
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from incremental_assets.planning.reconcile import HoursPlan, ProcessedHour, closed_hours, hours_to_run
+
+T = datetime(2026, 1, 5, tzinfo=timezone.utc)
+H = timedelta(hours=1)
+ZERO = timedelta(0)
+
+
+def at(hour: float) -> datetime:
+    return T + timedelta(hours=hour)
+
+
+def done(fingerprint: str, hour_processed: float = -1) -> ProcessedHour:
+    return ProcessedHour(fingerprint, at(hour_processed))
+
+
+def plan(source, processed=None, *, now=10, excluded=(), grace=ZERO, abstinent=ZERO, limit=30,
+         lookback=0) -> HoursPlan:
+    return hours_to_run({at(h): f for h, f in source.items()},
+                        {at(h): p for h, p in (processed or {}).items()},
+                        excluded={at(h) for h in excluded}, start=T, now=at(now),
+                        grace=grace, abstinent=abstinent, backfill_limit_days=limit, lookback_window_hours=lookback)
+
+
+def test_every_closed_hour_with_data_runs_once_then_never_again():
+    first = plan({0: "a", 1: "b", 3: "c", 9: "d"}, now=9.5)
+    assert first.ranges == [(at(0), at(4))]  # 02:00 has no data: one run; 09:00 is still open
+    assert first.new == [at(0), at(1), at(3)] and not first.changed and first.last_success is None
+    again = plan({0: "a", 1: "b", 3: "c", 9: "d"}, {0: done("a"), 1: done("b"), 3: done("c")}, now=9.5)
+    assert again.ranges == [] and again.last_success == at(9)
+
+
+def test_a_gap_left_by_a_later_hour_processed_by_hand_is_run_and_stops_last_success():
+    result = plan({0: "a", 1: "b", 2: "c", 3: "d"}, {0: done("a"), 2: done("c"), 3: done("d")}, now=5)
+    assert result.ranges == [(at(1), at(2))] and result.new == [at(1)]
+    assert result.last_success == at(1)  # the cursor stops at the first gap
+
+
+def test_a_file_landing_in_an_hour_processed_long_ago_runs_that_hour_again():
+    source = {h: f"f{h}" for h in range(48)}
+    processed = {h: done(f"f{h}") for h in range(48)}
+    source[3] = "f3+late-file"
+    result = plan(source, processed, now=60)
+    assert result.ranges == [(at(3), at(4))] and result.changed == [at(3)]
+
+
+def test_an_hour_whose_data_is_gone_runs_again_to_remove_its_rows():
+    result = plan({0: "a"}, {0: done("a"), 1: done("b")}, now=5)
+    assert result.removed == [at(1)] and result.ranges == [(at(1), at(2))]
+    # An hour processed when it held nothing and still holding nothing is done.
+    assert plan({}, {1: done("")}, now=5).ranges == []
+
+
+def test_excluded_hours_are_left_out_but_the_hours_around_them_run():
+    result = plan({0: "a", 1: "b", 2: "c"}, excluded=[1], now=5)
+    assert result.ranges == [(at(0), at(1)), (at(2), at(3))]
+
+
+def test_due_hours_apart_by_less_than_a_day_of_hours_without_data_run_as_one_range():
+    assert plan({0: "a", 24: "b"}, now=30).ranges == [(at(0), at(25))]
+    assert plan({0: "a", 25: "b"}, now=30).ranges == [(at(0), at(1)), (at(25), at(26))]
+    # Never over an hour with data that is done, nor over an excluded one.
+    processed = {1: done("x")}
+    assert plan({0: "a", 1: "x", 2: "b"}, processed, now=5).ranges == [(at(0), at(1)), (at(2), at(3))]
+    assert plan({0: "a", 2: "b"}, excluded=[1], now=5).ranges == [(at(0), at(1)), (at(2), at(3))]
+
+
+def test_grace_delays_an_hours_first_run_and_abstinent_its_rerun():
+    new_hour = plan({4: "a"}, now=5.5, grace=timedelta(minutes=45))
+    assert new_hour.ranges == [] and new_hour.waiting == [at(4)]
+    assert plan({4: "a"}, now=5.8, grace=timedelta(minutes=45)).new == [at(4)]
+    changed = {4: "a2"}, {4: done("a", hour_processed=5.2)}
+    assert plan(*changed, now=5.5, abstinent=timedelta(hours=1)).waiting == [at(4)]
+    assert plan(*changed, now=6.3, abstinent=timedelta(hours=1)).changed == [at(4)]
+    # Processed at a wall-clock time after `now` (a run replaying the past, `run --until T`):
+    # a changed hour is due at once.
+    replayed = {4: "a2"}, {4: done("a", hour_processed=500)}
+    assert plan(*replayed, now=6).changed == [at(4)]
+    assert plan(*replayed, now=6, abstinent=timedelta(hours=1)).changed == [at(4)]
+
+
+def test_backfill_limit_days_caps_a_run_and_the_rest_is_deferred():
+    source = {h: "x" for h in range(0, 24 * 5, 6)}
+    result = plan(source, now=24 * 5, limit=2)
+    assert result.ranges == [(at(0), at(43))]  # the hours between, without data, run along
+    assert result.deferred == [at(h) for h in range(48, 24 * 5, 6)]
+
+
+def test_lookback_window_hours_reruns_hours_before_last_success():
+    source = {h: "x" for h in range(6)}
+    processed = {h: done("x") for h in range(6)}
+    assert plan(source, processed, now=8).ranges == []
+    result = plan(source, processed, now=8, lookback=2)
+    assert result.lookback == [at(4), at(5)] and result.ranges == [(at(4), at(6))]
+
+
+def test_closed_hours_start_at_starts_hour_and_end_before_the_open_hour():
+    assert closed_hours(T + timedelta(minutes=30), at(3.2)) == [at(0), at(1), at(2)]
+    assert closed_hours(T, at(0.5)) == []
+
+
+@pytest.mark.parametrize("bad", [{"backfill_limit_days": 0}, {"grace": timedelta(-1)},
+                                 {"lookback_window_hours": -1}])
+def test_bad_arguments_name_themselves(bad):
+    arguments = dict(excluded=(), start=T, now=at(5), grace=ZERO, abstinent=ZERO, backfill_limit_days=1)
+    arguments.update(bad)
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        hours_to_run({}, {}, **arguments)
+
+
+hours = st.integers(min_value=0, max_value=30)
+
+
+@settings(max_examples=200, deadline=None)
+@given(source=st.dictionaries(hours, st.sampled_from(["a", "b"])),
+       processed=st.dictionaries(hours, st.sampled_from(["", "a", "b"])),
+       excluded=st.sets(hours))
+def test_running_the_plan_leaves_nothing_due_but_excluded_hours(source, processed, excluded):
+    now = 31
+    before = plan(source, {h: done(f) for h, f in processed.items()}, now=now, excluded=excluded)
+    after_processed = {h: done(f) for h, f in processed.items()}
+    for hour in before.hours:
+        after_processed[int((hour - T) / H)] = done(source.get(int((hour - T) / H), ""))
+    after = plan(source, after_processed, now=now, excluded=excluded)
+    assert after.ranges == []
+    differing = {h for h in set(source) | set(processed) if processed.get(h, None) != source.get(h)
+                 and not (h not in source and processed.get(h) == "")}
+    ran = {int((h - T) / H) for h in before.hours}
+    assert differing - excluded <= ran
+    assert all(h not in source and h not in excluded for h in ran - differing)  # empty hours run along
