@@ -10,6 +10,7 @@ the tests call. It sits above `definitions` (the composition root); nothing belo
 
 from __future__ import annotations
 
+import gc
 import os
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
@@ -82,7 +83,19 @@ def execute_job(job_name: str, *, instance, tags: dict[str, str] | None = None,
     failures = tuple(failure_line(e.event_specific_data.error) for e in result.all_events if e.is_step_failure)
     if not result.success:
         echo(f"  {job_name} failed (run {result.run_id}): {'; '.join(failures) or 'see the run log'}")
-    return JobRun(job_name, result.run_id, result.success, failures)
+    run = JobRun(job_name, result.run_id, result.success, failures)
+    del result
+    release_jvm_references()
+    return run
+
+
+def release_jvm_references() -> None:
+    """Collect the run's Python reference cycles now. They hold Py4J references to the run's
+    DataFrames and query plans, and the JVM cannot free those until Python lets go; Python's
+    cycle collector follows Python allocations, which are small here, so without this a driver
+    that runs job after job grew by about 150 MB per run (after a full JVM GC) until its heap
+    ran out; with it the heap stays flat."""
+    gc.collect()
 
 
 def failure_line(error) -> str:

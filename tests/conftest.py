@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 from pathlib import Path
 
@@ -23,6 +24,15 @@ TEST_SPARK_CONF = {
     "spark.driver.memory": "2g",
     "spark.sql.adaptive.enabled": "false",
 }
+
+
+@pytest.fixture(autouse=True)
+def release_jvm_references():
+    """After each test, collect Python's reference cycles: they hold Py4J references to the
+    test's DataFrames, and the one JVM of the session must be able to free them (see
+    `incremental_assets.runner.release_jvm_references`)."""
+    yield
+    gc.collect()
 
 
 @pytest.fixture(scope="session")

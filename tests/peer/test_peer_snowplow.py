@@ -20,8 +20,7 @@ from tests.delta_reads import read_pandas
 
 pytestmark = [pytest.mark.slow]
 
-# Several runs share one driver JVM here; with 1 GB its heap ran out on the third run
-# (Java heap space), so 2 GB, like the test session's own driver.
+# Several runs share one driver JVM here: 2 GB, like the test session's own driver.
 SPARK_CONF = ("spark.master=local[2];spark.ui.enabled=false;spark.sql.shuffle.partitions=2;"
               "spark.driver.memory=2g")
 
