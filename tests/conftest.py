@@ -21,7 +21,7 @@ TEST_SPARK_CONF = {
     "spark.ui.enabled": "false",
     "spark.sql.shuffle.partitions": "2",
     "spark.default.parallelism": "2",
-    "spark.driver.memory": "2g",
+    "spark.driver.memory": "4g",  # one JVM for the whole session (the machine has 24 GB)
     "spark.sql.adaptive.enabled": "false",
 }
 
