@@ -84,11 +84,15 @@ class HourlyResults:
         return not self.dominated.values and not self.changed.values
 
 
-def _read_or_empty(warehouse: WarehouseResource, name: str, schema, column: str, start, end,
-                   columns=None) -> DataFrame:
+def _read_or_empty(warehouse: WarehouseResource, name: str, schema, column: str | None = None, start=None,
+                   end=None, columns=None) -> DataFrame:
+    """The table's rows (those with start <= column < end when `column` is given), or no rows
+    with `schema` while the table does not exist yet."""
     tables = warehouse.tables
     if not tables.exists(name):
         return warehouse.spark.createDataFrame([], schema)
+    if column is None:
+        return tables.read(name, columns=columns)
     return tables.read_range(name, column, start, end, columns=columns)
 
 
@@ -113,14 +117,12 @@ def compute(warehouse: WarehouseResource, start: datetime, end: datetime) -> Hou
     dominated_rows = RowRange("load_tstamp", end, end + lookback, key="event_id", values=tuple(dominated_ids))
 
     # Sessions (rules 4): the window's, and those of removed copies, from all their events.
-    stored = (tables.read(LIFECYCLE) if tables.exists(LIFECYCLE)
-              else warehouse.spark.createDataFrame([], LIFECYCLE_SCHEMA))
+    stored = _read_or_empty(warehouse, LIFECYCLE, LIFECYCLE_SCHEMA)
     to_update = sessions_needing_update(kept, stored, max_session_days=settings.max_session_days)
     of_removed = (dominated.select("domain_sessionid").distinct()
                   .join(stored.select("domain_sessionid", "first_load_tstamp"), "domain_sessionid", "left")
                   .select("domain_sessionid", F.col("first_load_tstamp").alias("scan_from")))
-    queued = (tables.read(SESSIONS_TO_REFILTER) if tables.exists(SESSIONS_TO_REFILTER)
-              else warehouse.spark.createDataFrame([], REFILTER_SCHEMA)).cache()
+    queued = _read_or_empty(warehouse, SESSIONS_TO_REFILTER, REFILTER_SCHEMA).cache()
     touched_from = (to_update.unionByName(of_removed)
                     .unionByName(queued.select("domain_sessionid", F.col("changed_from").alias("scan_from")))
                     .groupBy("domain_sessionid").agg(F.min("scan_from").alias("scan_from")).cache())

@@ -29,10 +29,10 @@ from incremental_assets.names import (
     RUN_LIMITS_TAG,
     RUN_STATE_TAG,
 )
-from incremental_assets.partitions import contiguous_ranges, day_key, floor_hour, hour_keys, hourly_partitions
+from incremental_assets.partitions import contiguous_ranges, day_key, floor_hour, hour_keys
 from incremental_assets.planning.late_days import LateDaysPlan
 from incremental_assets.planning.run_limits import RunLimits
-from incremental_assets.progress import plan_next_run
+from incremental_assets.progress import first_load_hour, plan_next_run
 from incremental_assets.settings import Settings
 from incremental_assets.sources.reader import require_source
 from resources.manifest import ManifestStore
@@ -181,8 +181,7 @@ def backfill(start: date, end: date, *, instance, echo: Echo = print, now: datet
     event days they touch and [start, end], then attributes."""
     settings = Settings.load()
     now = now or datetime.now(timezone.utc)
-    first_hour = max(datetime.combine(start, datetime.min.time(), tzinfo=timezone.utc),
-                     floor_hour(hourly_partitions.start))
+    first_hour = max(datetime.combine(start, datetime.min.time(), tzinfo=timezone.utc), first_load_hour(settings))
     end_hour = min(datetime.combine(end + timedelta(days=1), datetime.min.time(), tzinfo=timezone.utc),
                    floor_hour(now))
     report = RunReport()
