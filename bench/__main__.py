@@ -246,7 +246,7 @@ def sensor_ticks(pool: Path, tables, source: Path, instance, after: datetime, re
 
     def tick(now: datetime) -> tuple[float, str]:
         started = time.perf_counter()
-        result = hourly_run_request(warehouse, now=now, instance=instance, cursor=None)
+        result = hourly_run_request(warehouse, now=now, instance=instance)
         seconds = time.perf_counter() - started
         outcome = "run requested" if result.run_requests else f"skipped: {result.skip_reason.skip_message}"
         return seconds, outcome

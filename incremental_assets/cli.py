@@ -101,6 +101,23 @@ def cmd_manifest(args) -> int:
     return 0
 
 
+def cmd_maintain(args) -> int:
+    from incremental_assets.maintenance import maintain_tables, recent_partitions_from
+    from incremental_assets.settings import Settings
+    from resources.spark import get_spark
+    from resources.tables import table_store
+
+    settings = Settings.load()
+    now = args.now or datetime.now(timezone.utc)
+    print(f"maintenance of {settings.warehouse_root}: compacting partitions from "
+          f"{recent_partitions_from(settings, now)}, vacuum retention {settings.vacuum_retention_hours} h")
+    tables = table_store(get_spark(), settings.warehouse_root, settings.table_engine)
+    results = maintain_tables(settings, tables, now, echo=print)
+    print(f"done: {sum(r.files_before for r in results)} -> {sum(r.files_after for r in results)} files "
+          f"in {len(results)} tables, {sum(r.files_vacuumed for r in results)} deleted from disk")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="incremental-assets", description=__doc__.splitlines()[0])
     parser.add_argument("--warehouse", help="warehouse directory (INCREMENTAL_WAREHOUSE)")
@@ -136,6 +153,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("limits", help="the current state and the limits the next run would use")
     p.add_argument("--now", type=_parse_ts, default=None, help="evaluate at this time instead of now")
     p.set_defaults(func=cmd_limits)
+
+    p = sub.add_parser("maintain", help="compact recent partitions and vacuum every table")
+    p.add_argument("--now", type=_parse_ts, default=None, help="what 'recent' is counted from (default: now)")
+    p.set_defaults(func=cmd_maintain)
 
     p = sub.add_parser("manifest", help="inspect and act on processing-manifest items")
     p.add_argument("action", choices=["list", "show", "resolve", "skip"])

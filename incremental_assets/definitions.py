@@ -12,6 +12,7 @@ from incremental_assets.assets.daily import attributes, daily_aggregates
 from incremental_assets.assets.hourly import HOURLY_ASSET_DEFS
 from incremental_assets.automation import ASSET_JOBS, SCHEDULES, SENSORS
 from incremental_assets.checks import CHECKS
+from incremental_assets.maintenance import maintenance_job, maintenance_schedule
 from incremental_assets.operations import manifest_admin_job
 from resources.manifest_io_manager import ManifestIOManager
 from resources.spark import SparkResource
@@ -31,9 +32,9 @@ defs = Definitions(
     assets=[*map_asset_specs(lambda spec: apply_freshness_policy(spec, HOURLY_FRESHNESS), HOURLY_ASSET_DEFS),
             daily_aggregates, attributes],
     asset_checks=CHECKS,
-    jobs=[*ASSET_JOBS, manifest_admin_job],
+    jobs=[*ASSET_JOBS, manifest_admin_job, maintenance_job],
     sensors=SENSORS,
-    schedules=SCHEDULES,
+    schedules=[*SCHEDULES, maintenance_schedule],
     resources={
         "pyspark": spark,
         "warehouse": warehouse,

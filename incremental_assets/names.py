@@ -24,12 +24,16 @@ SESSIONS_TO_REFILTER = "sessions_to_refilter"  # changed sessions whose filtered
 DAILY_MANIFEST = "daily_aggregation_manifest"  # per (event day, load day): rows aggregated and pending
 USERS_TO_REFRESH = "attributes_users_to_refresh"  # users whose daily rows changed since attributes ran
 PROCESSING_MANIFEST = "processing_manifest"  # the append-only record of every claim and result
+# Every table the pipeline keeps (what table maintenance covers).
+ALL_TABLES = (*ALL_ASSETS, REJECTED_EVENTS, EVENT_COPIES, PROCESSED_HOURS, FILTERED_COUNTS, SESSIONS_TO_REFILTER,
+              DAILY_MANIFEST, USERS_TO_REFRESH, PROCESSING_MANIFEST)
 
 # -- jobs -------------------------------------------------------------------------------------
 HOURLY_JOB = "hourly_job"
 DAILY_JOB = "daily_job"
 ATTRIBUTES_JOB = "attributes_job"
 MANIFEST_ADMIN_JOB = "manifest_admin_job"
+MAINTENANCE_JOB = "maintenance_job"
 
 # -- run tags ---------------------------------------------------------------------------------
 # Dagster's own.

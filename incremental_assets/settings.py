@@ -60,6 +60,11 @@ class Settings:
     auto_resolve_failures: bool = False
     sensor_interval_seconds: int = 300
     max_lock_age_hours: float = 6.0
+    # Table maintenance: partitions of the last this many days are compacted; files that no
+    # version of the last this many hours references are deleted (time travel stays possible
+    # within it, and no run may last longer).
+    maintenance_recent_days: int = 3
+    vacuum_retention_hours: int = 168
 
     # -- derived values -------------------------------------------------------------
     @property
@@ -162,6 +167,8 @@ class Settings:
         _at_least("min_rows_to_process", self.min_rows_to_process, 1)
         _at_least("sensor_interval_seconds", self.sensor_interval_seconds, 30)
         _at_least("max_lock_age_hours", self.max_lock_age_hours, 0)
+        _at_least("maintenance_recent_days", self.maintenance_recent_days, 1)
+        _at_least("vacuum_retention_hours", self.vacuum_retention_hours, 0)
         if self.run_type not in RUN_TYPES:
             raise SettingsError(
                 f"run_type={self.run_type!r} is not accepted; use one of {', '.join(RUN_TYPES)}")

@@ -43,6 +43,8 @@ class WarehouseResource(ConfigurableResource):
     auto_resolve_failures: Optional[bool] = None
     sensor_interval_seconds: Optional[int] = None
     max_lock_age_hours: Optional[float] = None
+    maintenance_recent_days: Optional[int] = None
+    vacuum_retention_hours: Optional[int] = None
 
     _settings: Any = PrivateAttr(default=None)
     _tables: Any = PrivateAttr(default=None)

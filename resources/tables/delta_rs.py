@@ -333,6 +333,27 @@ class DeltaRsTableStore(TableStore):
 
         return self._commit(attempt)
 
+    # -- maintenance ---------------------------------------------------------------------
+
+    def compact(self, name, *, partitions_from=None) -> int:
+        path = self.path(name)
+
+        def attempt() -> int:
+            table = self._require_path(path)
+            partitions = table.metadata().partition_columns
+            filters = [(partitions[0], ">=", str(partitions_from))] if partitions and partitions_from else None
+            metrics = table.optimize.compact(partition_filters=filters)
+            return metrics.get("numFilesRemoved", 0)
+
+        return self._commit(attempt)
+
+    def vacuum(self, name, *, retention_hours) -> int:
+        table = self._require(name)
+        # full: also files no commit ever added (a write killed before its commit), by age.
+        removed = table.vacuum(retention_hours=int(retention_hours), dry_run=False,
+                               enforce_retention_duration=False, full=True)
+        return len(removed)
+
     # -- metadata ------------------------------------------------------------------------
 
     def version(self, name: str) -> int | None:

@@ -335,6 +335,29 @@ class DeltaSparkTableStore(TableStore):
             return None
         return table.history(1).select("version").collect()[0][0]
 
+    def compact(self, name, *, partitions_from=None) -> int:
+        table = self._delta_table(name)
+        if table is None:
+            raise FileNotFoundError(f"no Delta table at {self.path(name)}")
+        partitions = table.detail().select("partitionColumns").collect()[0][0]
+        builder = table.optimize()
+        if partitions and partitions_from:
+            builder = builder.where(F.col(partitions[0]) >= F.lit(str(partitions_from)))
+        metrics = builder.executeCompaction().select("metrics.numFilesRemoved").collect()
+        return int(metrics[0][0]) if metrics else 0
+
+    def vacuum(self, name, *, retention_hours) -> int:
+        path = self.path(name)
+        if self._delta_table(name) is None:
+            raise FileNotFoundError(f"no Delta table at {path}")
+        # Delta refuses a retention under its default (7 days) unless this check is off.
+        self.spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
+        quoted = path.replace("`", "``")
+        hours = float(retention_hours)
+        removed = self.spark.sql(f"VACUUM delta.`{quoted}` RETAIN {hours} HOURS DRY RUN").count()
+        self.spark.sql(f"VACUUM delta.`{quoted}` RETAIN {hours} HOURS")
+        return removed
+
     def describe(self, name: str) -> dict:
         table = self._delta_table(name)
         if table is None:

@@ -36,6 +36,17 @@ class WriteResult:
     skipped: bool = False  # True when an idempotent append saw its token already
 
 
+@dataclass(frozen=True)
+class MaintenanceResult:
+    """What one table's maintenance did: small files compacted, unreferenced files removed."""
+
+    table: str
+    files_before: int
+    files_after: int
+    files_compacted: int  # small files rewritten into fewer (still in the log's history)
+    files_vacuumed: int  # files no version within the retention references, deleted from disk
+
+
 def check_columns_present(available: Sequence[str], wanted: Sequence[str], what: str) -> None:
     missing = [c for c in wanted if c not in available]
     if missing:
@@ -150,6 +161,17 @@ class TableStore(abc.ABC):
     @abc.abstractmethod
     def describe(self, name: str) -> dict:
         """{"path", "version", "num_files", "size_bytes"}: metadata for materializations."""
+
+    @abc.abstractmethod
+    def compact(self, name: str, *, partitions_from: str | None = None) -> int:
+        """Rewrite the table's small files into fewer, larger ones (same rows, a commit that
+        changes no data); with `partitions_from`, only partitions whose (date) value is
+        >= it. Returns the number of files rewritten."""
+
+    @abc.abstractmethod
+    def vacuum(self, name: str, *, retention_hours: float) -> int:
+        """Delete files that no table version of the last `retention_hours` references (removed
+        by later commits, or written by a write that never committed). Returns how many."""
 
     def read_arrow(self, name: str, columns: Sequence[str] | None = None, filters=None) -> pa.Table:
         """Read through delta-rs only (no Spark): small tables.
