@@ -1,6 +1,7 @@
 """`make bench`: what a full rebuild, an incremental hour and a sensor tick cost, and DuckDB's time.
 
-    python -m bench [--events 10000000] [--days 30] [--repeats 3] [--small] [--out bench/RESULTS.md]
+    python -m bench [--events 10000000] [--days 30] [--repeats 3] [--small] [--maintenance-hours 300]
+                    [--out bench/RESULTS.md]
 
 Steps (each figure is the median of --repeats runs, with min and max):
 1. generate a pool of events over days + 1 with the sample generator; the source holds the
@@ -12,7 +13,10 @@ Steps (each figure is the median of --repeats runs, with min and max):
    processes it, with the Delta files and bytes each asset's reads were planned over and
    the bytes Spark's stages read;
 4. a sensor tick at `days` days of history (one that finds a new hour, one that finds none);
-5. daily_aggregates and attributes computed by DuckDB from the same source files: time,
+   then the cold hour: a new `incremental-assets run` process for each of `repeats` new hours;
+5. table maintenance: a table written by --maintenance-hours hourly commits, its reads timed
+   before and after compaction and vacuum;
+6. daily_aggregates and attributes computed by DuckDB from the same source files: time,
    our warm rebuild divided by it, and whether both give the same rows.
 Writes RESULTS.md and results.json. Work files go to --work (bench/out/ by default).
 """
@@ -262,6 +266,72 @@ def sensor_ticks(pool: Path, tables, source: Path, instance, after: datetime, re
     return {"idle": idle, "idle_outcome": idle_outcome, "new_hour": busy, "new_hour_outcome": busy_outcome}
 
 
+def cold_hours(tables, pool: Path, source: Path, warehouse: Path, home: Path, first_hour: datetime,
+               repeats: int) -> Figure:
+    """A new `incremental-assets run` process per new hour (the first hour is already in the
+    source): what each run the daemon launches pays, Spark's start included."""
+    seconds = Figure()
+    env = {**os.environ, "INCREMENTAL_WAREHOUSE": str(warehouse), "INCREMENTAL_SOURCE_PATH": str(source),
+           "DAGSTER_HOME": str(home)}
+    for k in range(repeats):
+        hour = first_hour + timedelta(hours=k)
+        if k:
+            append_hour(tables, pool, source, hour)
+        command = [sys.executable, "-m", "incremental_assets.cli", "run", "--until",
+                   (hour + timedelta(hours=1)).isoformat()]
+        started = time.perf_counter()
+        subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL)
+        seconds.add(time.perf_counter() - started)
+        _print(f"  cold hour {k + 1}: {seconds.values[-1]:.1f} s")
+    return seconds
+
+
+def maintenance_effect(spark, tables, pool: Path, work: Path, hours: int, repeats: int) -> dict:
+    """A table written by `hours` hourly replace_range commits, as the hourly step writes
+    base_events; its reads timed before and after compaction and vacuum."""
+    from pyspark.sql import functions as F
+
+    from incremental_assets.sources.reader import read_source
+    from resources.tables import table_store
+
+    root = work / "maintenance"
+    shutil.rmtree(root, ignore_errors=True)
+    store = table_store(spark, str(root), "delta-rs")
+    first = _at(START)
+    rows = read_source(tables, str(pool), first, first + timedelta(hours=hours)).cache()
+    for k in range(hours):
+        start, end = first + timedelta(hours=k), first + timedelta(hours=k + 1)
+        hour_rows = rows.where((F.col("load_tstamp") >= F.lit(start)) & (F.col("load_tstamp") < F.lit(end)))
+        store.replace_range("hourly_writes", hour_rows, column="load_tstamp", start=start, end=end,
+                            partition_by=["load_date"])
+    rows.unpersist()
+    last_day = first + timedelta(hours=hours) - timedelta(days=1)
+
+    def timed_reads() -> tuple[Figure, Figure]:
+        whole, day = Figure(), Figure()
+        for figure, read in ((whole, lambda: store.read("hourly_writes")),
+                             (day, lambda: store.read_range("hourly_writes", "load_tstamp", last_day, None))):
+            for _ in range(repeats):
+                started = time.perf_counter()
+                read().agg(F.sum(F.length("event_id"))).first()  # reads a column, not just footers
+                figure.add(time.perf_counter() - started)
+        return whole, day
+
+    files_before = store.describe("hourly_writes")["num_files"]
+    read_before, day_before = timed_reads()
+    started = time.perf_counter()
+    store.compact("hourly_writes")
+    store.vacuum("hourly_writes", retention_hours=0)
+    seconds = time.perf_counter() - started
+    read_after, day_after = timed_reads()
+    result = {"hours": hours, "files_before": files_before, "files_after": store.describe("hourly_writes")["num_files"],
+              "read_before": read_before, "day_before": day_before, "read_after": read_after,
+              "day_after": day_after, "seconds": seconds}
+    _print(f"  {hours} hourly writes: {files_before} files, full read {read_before.median:.2f} s; after "
+           f"maintenance ({seconds:.1f} s): {result['files_after']} files, {read_after.median:.2f} s")
+    return result
+
+
 def duckdb_comparison(source: Path, warehouse: Path, repeats: int) -> dict:
     from bench.duckdb_reference import compare, duckdb_tables
     from incremental_assets.settings import Settings
@@ -296,12 +366,16 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--small", action="store_true",
                         help="a quick look: 300k events over 10 days, histories 3 and 10")
     parser.add_argument("--skip-cold", action="store_true", help="leave out the cold (new process) rebuilds")
+    parser.add_argument("--maintenance-hours", type=int, default=300,
+                        help="hourly writes before the table-maintenance measurement")
     parser.add_argument("--work", default=str(BENCH_DIR / "out"))
     parser.add_argument("--out", default=None, help="report path (default: bench/RESULTS.md, "
                                                     "bench/out/RESULTS-small.md with --small)")
     args = parser.parse_args(argv)
     if args.small:
         args.events, args.days, args.histories = 300_000, 10, "3,10"
+        args.maintenance_hours = min(args.maintenance_hours, 48)
+        args.skip_cold = True  # the cold figure of the small run is the cold hour
     args.histories = sorted({int(d) for d in args.histories.split(",") if int(d) <= args.days} | {args.days})
     if args.repeats < 3:
         parser.error("--repeats must be at least 3 (every figure is a median of at least 3 runs)")
@@ -316,6 +390,8 @@ def main(argv=None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     # Partitions start at start_date when the code location is imported: set it first.
     _set_env(start_date=START.isoformat())
+    # Attributes as of the day after the history (not today): their last-N-day windows hold data.
+    _set_env(attributes_as_of=(START + timedelta(days=args.days)).isoformat())
     os.environ.setdefault("INCREMENTAL_LOG_LEVEL", "CRITICAL")
     os.environ["DAGSTER_HOME"] = str(work / "dagster_home")
 
@@ -380,6 +456,14 @@ def main(argv=None) -> int:
     _print("sensor ticks")
     after = _at(START + timedelta(days=args.days), args.repeats)
     results["sensor"] = sensor_ticks(pool, tables, growing, instance, after, args.repeats)
+
+    _print("cold hours (a new process each)")
+    results["cold_hour"] = cold_hours(tables, pool, growing, warehouse, work / f"full_warm_{args.repeats - 1}_dagster",
+                                      after, args.repeats)
+    report(results)
+    _print(f"table maintenance after {args.maintenance_hours} hourly writes")
+    results["maintenance"] = maintenance_effect(spark, tables, pool, work, args.maintenance_hours, args.repeats)
+    report(results)
 
     _print("DuckDB")
     results["duckdb"] = duckdb_comparison(full_source, reference_warehouse, args.repeats)

@@ -173,6 +173,7 @@ def _create_daily(con, settings) -> None:
                count(*) FILTER (WHERE event_name = 'page_view') AS page_views,
                count(*) FILTER (WHERE event_name = 'page_ping') AS page_pings,
                count(DISTINCT domain_sessionid) AS sessions,
+               list_sort(list_distinct(list(domain_sessionid))) AS session_ids,  -- sorted, no nulls
                count(*) FILTER (WHERE event_name = 'transaction') AS transactions,
                COALESCE(sum(tr_total) FILTER (WHERE event_name = 'transaction'), 0)
                    ::DECIMAL(28,2) AS revenue,
@@ -206,8 +207,6 @@ def _attributes(con, settings, as_of: datetime.date) -> pa.Table:
                    sum(revenue)::DECIMAL(28,2) AS lifetime_revenue,
                    COALESCE(sum(page_views) FILTER (WHERE event_date >= $days_7 AND event_date < $as_of), 0)
                        ::BIGINT AS page_views_last_7_days,
-                   COALESCE(sum(sessions) FILTER (WHERE event_date >= $days_7 AND event_date < $as_of), 0)
-                       ::BIGINT AS sessions_last_7_days,
                    COALESCE(sum(revenue) FILTER (WHERE event_date >= $days_30 AND event_date < $as_of), 0)
                        ::DECIMAL(38,2) AS revenue_last_30_days,
                    COALESCE(sum(events) FILTER (WHERE event_date >= $days_30 AND event_date < $as_of), 0)
@@ -217,14 +216,23 @@ def _attributes(con, settings, as_of: datetime.date) -> pa.Table:
         ),
         -- Lifecycle sessions, not summed daily counts (a session crossing midnight is in two
         -- days), grouped by the session's user; sessions before start_date do not count.
+        -- Distinct sessions over the window's days (one crossing midnight counts once).
+        window_sessions AS (
+            SELECT domain_userid, count(DISTINCT session_id) AS sessions_last_7_days
+            FROM (SELECT domain_userid, unnest(session_ids) AS session_id FROM daily
+                  WHERE event_date >= $days_7 AND event_date < $as_of)
+            GROUP BY domain_userid
+        ),
         lifetime AS (
             SELECT domain_userid, count(*) AS lifetime_sessions
             FROM sessions WHERE start_tstamp >= $start_date
             GROUP BY domain_userid
         )
-        SELECT m.*, COALESCE(l.lifetime_sessions, 0)::BIGINT AS lifetime_sessions,
+        SELECT m.*, COALESCE(w.sessions_last_7_days, 0)::BIGINT AS sessions_last_7_days,
+               COALESCE(l.lifetime_sessions, 0)::BIGINT AS lifetime_sessions,
                $as_of::DATE AS attributes_as_of
         FROM metrics m LEFT JOIN lifetime l USING (domain_userid)
+                       LEFT JOIN window_sessions w USING (domain_userid)
         ORDER BY domain_userid
     """, params=params).to_arrow_table()
 

@@ -70,15 +70,23 @@ def targets(results: dict, days: int) -> list[tuple[str, str, bool]]:
             rows.append((f"incremental hour at {days} d vs {smallest} d of history: {what} within 1.2x",
                          f"{ratio:.2f}x", ratio <= 1.2))
     if days in incremental:
-        share = incremental[days]["seconds"].median / results["full_warm"].median
+        # The targets: 3 s for an hour of the small benchmark, 6 s at 10M events.
+        limit = 3.0 if results.get("source_rows", 0) < 1_000_000 else 6.0
+        hour = incremental[days]["seconds"].median
+        rows.append((f"warm incremental hour at {days} d of history at most {limit:.0f} s", f"{hour:.1f} s",
+                     hour <= limit))
+        share = hour / results["full_warm"].median
         rows.append((f"warm incremental hour under 10% of the warm full rebuild ({days} d)",
                      f"{share:.1%}", share < 0.10))
+    if "cold_hour" in results:
+        cold = results["cold_hour"].median
+        rows.append((f"cold CLI run for one new hour at {days} d at most 20 s", f"{cold:.1f} s", cold <= 20))
     if "duckdb" in results:
         ratio = results["full_warm"].median / results["duckdb"]["seconds"].median
-        rows.append(("warm full rebuild within 3x of DuckDB", f"{ratio:.1f}x", ratio <= 3))
+        rows.append(("warm full rebuild within 3x of DuckDB (DuckDB: final tables only)", f"{ratio:.1f}x", ratio <= 3))
     if "sensor" in results:
         tick = results["sensor"]["new_hour"].median
-        rows.append((f"sensor tick under 1 s at {days} d of history", f"{tick:.2f} s", tick < 1))
+        rows.append((f"sensor tick at most 0.3 s at {days} d of history", f"{tick:.2f} s", tick <= 0.3))
     return rows
 
 
@@ -135,6 +143,20 @@ def write_report(results: dict, args, out: Path, json_path: Path) -> None:
                   f"- run: {_span(incremental['seconds'])}; new rows per hour: "
                   f"{', '.join(f'{r:,}' for r in incremental['rows'])}", "",
                   *_steps_table(incremental["steps"]), ""]
+    if "cold_hour" in results:
+        lines += [f"- cold: a new `incremental-assets run --until` process for one more new hour at {days} days "
+                  f"(what a daemon-launched run pays, Spark start included): {_span(results['cold_hour'])}", ""]
+    maintenance = results.get("maintenance")
+    if maintenance:
+        lines += ["## Table maintenance after many hourly writes",
+                  f"A table written by {maintenance['hours']} hourly `replace_range` commits (one load hour of "
+                  f"base_events rows each), read before and after `maintenance` (compaction and vacuum):", "",
+                  "| | files | full read | read of the last day |", "|---|---:|---:|---:|",
+                  f"| before | {maintenance['files_before']} | {_span(maintenance['read_before'], digits=2)} | "
+                  f"{_span(maintenance['day_before'], digits=2)} |",
+                  f"| after | {maintenance['files_after']} | {_span(maintenance['read_after'], digits=2)} | "
+                  f"{_span(maintenance['day_after'], digits=2)} |",
+                  "", f"Maintenance itself: {maintenance['seconds']:.1f} s.", ""]
     sensor = results.get("sensor")
     lines += [] if sensor is None else ["## Sensor tick (hourly_load_sensor, at the end of the history)",
               f"- a new closed hour in the source: {_span(sensor['new_hour'], digits=2)} ({sensor['new_hour_outcome']})",
