@@ -370,7 +370,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="hourly writes before the table-maintenance measurement")
     parser.add_argument("--work", default=str(BENCH_DIR / "out"))
     parser.add_argument("--out", default=None, help="report path (default: bench/RESULTS.md, "
-                                                    "bench/out/RESULTS-small.md with --small)")
+                                                    "bench/RESULTS-small.md with --small)")
     args = parser.parse_args(argv)
     if args.small:
         args.events, args.days, args.histories = 300_000, 10, "3,10"
@@ -379,7 +379,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     args.histories = sorted({int(d) for d in args.histories.split(",") if int(d) <= args.days} | {args.days})
     if args.repeats < 3:
         parser.error("--repeats must be at least 3 (every figure is a median of at least 3 runs)")
-    args.out = Path(args.out or (Path(args.work) / "RESULTS-small.md" if args.small else BENCH_DIR / "RESULTS.md"))
+    args.out = Path(args.out or BENCH_DIR / ("RESULTS-small.md" if args.small else "RESULTS.md"))
     return args
 
 
