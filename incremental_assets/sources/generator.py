@@ -3,7 +3,8 @@
 Every value is a function of (seed, a row's numbers) through `xxhash64`, so the same
 (events, days, start, seed) always gives the same rows, however Spark splits the work.
 No Python runs per row: users, sessions and events are laid out by arithmetic on the
-event number.
+event number (the hashing helpers: `seeded_random`; the catalogue and the atomic columns an
+event gets: `sample_events`).
 
 Layout, from event number `i` (the `events` tracked events, minus the bot events):
 - events come in blocks of EVENTS_PER_SESSION_PAIR; each block is two sessions whose
@@ -31,16 +32,15 @@ from __future__ import annotations
 import math
 import random
 import time
-import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import date, datetime, timezone
-from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import LongType
 
-from incremental_assets.sources.schema import ATOMIC_EVENTS_SCHEMA, MONEY, PARTITION_COLUMN
+from incremental_assets.sources.sample_events import APPS, GEOS, PAGES, TRAFFIC_SOURCES, atomic_columns
+from incremental_assets.sources.schema import ATOMIC_EVENTS_SCHEMA, PARTITION_COLUMN
+from incremental_assets.sources.seeded_random import between, choose, hex16, uniform, uuid_like, weighted_index
 from incremental_assets.sources.writer import WriteMode, write_source_table
 
 SECOND_MS = 1_000
@@ -69,133 +69,6 @@ INVALID_KINDS = (
     "invalid_null_derived_tstamp",
     "invalid_null_load_tstamp",
 )
-
-APPS = [  # app_id, platform, host, share of users, share of sessions ending in a purchase
-    ("web", "web", "www.example.com", 0.55, 0.03),
-    ("mobile", "mob", "app.example.com", 0.25, 0.05),
-    ("shop", "web", "shop.example.com", 0.20, 0.15),
-]
-
-PAGES = [  # path, title, weight
-    ("/", "Home", 0.30),
-    ("/products", "Products", 0.15),
-    ("/products/shoes", "Shoes", 0.10),
-    ("/products/bags", "Bags", 0.08),
-    ("/products/hats", "Hats", 0.05),
-    ("/blog", "Blog", 0.08),
-    ("/blog/incremental-models", "Incremental models", 0.05),
-    ("/pricing", "Pricing", 0.07),
-    ("/about", "About us", 0.04),
-    ("/cart", "Cart", 0.05),
-    ("/search", "Search", 0.03),
-]
-CHECKOUT_PAGE = ("/checkout/complete", "Order complete")
-
-GEOS = [  # country, timezone, city, language, weight
-    ("US", "America/New_York", "New York", "en-US", 0.30),
-    ("US", "America/Los_Angeles", "Los Angeles", "en-US", 0.10),
-    ("GB", "Europe/London", "London", "en-GB", 0.15),
-    ("DE", "Europe/Berlin", "Berlin", "de-DE", 0.10),
-    ("FR", "Europe/Paris", "Paris", "fr-FR", 0.08),
-    ("NL", "Europe/Amsterdam", "Amsterdam", "nl-NL", 0.07),
-    ("AU", "Australia/Sydney", "Sydney", "en-AU", 0.07),
-    ("BR", "America/Sao_Paulo", "Sao Paulo", "pt-BR", 0.07),
-    ("IN", "Asia/Kolkata", "Mumbai", "en-IN", 0.06),
-]
-
-DESKTOP_AGENTS = [
-    "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36",
-    "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Safari/605.1.15",
-    "Mozilla/5.0 (X11; Linux x86_64; rv:125.0) Gecko/20100101 Firefox/125.0",
-    "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36 Edg/124.0.0.0",
-]
-MOBILE_AGENTS = [
-    "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1",
-    "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Mobile Safari/537.36",
-]
-BOT_AGENT = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) HeadlessChrome/124.0.0.0 Safari/537.36"
-
-TRAFFIC_SOURCES = [  # refr_medium, refr_source, refr_urlhost, mkt_medium, mkt_source, mkt_campaign, weight
-    (None, None, None, None, None, None, 0.35),
-    ("search", "Google", "www.google.com", None, None, None, 0.25),
-    ("search", "Bing", "www.bing.com", None, None, None, 0.05),
-    ("search", "Google", "www.google.com", "cpc", "google", "brand", 0.10),
-    ("social", "Facebook", "www.facebook.com", "social", "facebook", "spring_sale", 0.10),
-    ("email", "Gmail", "mail.google.com", "email", "newsletter", "weekly_digest", 0.10),
-    ("unknown", None, "news.example.org", None, None, None, 0.05),
-]
-
-# event_name -> legacy `event` column (Snowplow's event type before self-describing events)
-LEGACY_EVENT = {
-    "page_view": "page_view",
-    "page_ping": "page_ping",
-    "transaction": "transaction",
-    "link_click": "unstruct",
-    "event": "struct",  # structured events are named "event"
-}
-
-
-# ---------------------------------------------------------------------------------------
-# Deterministic randomness
-
-
-def _hash(seed: int, salt: str, *keys: Column) -> Column:
-    """A 64-bit hash of `keys`, different for every (seed, salt).
-
-    The seed and salt are folded into one number in Python (crc32 is stable across runs),
-    which keeps the per-row work and the generated code small."""
-    salt_number = zlib.crc32(f"{seed}/{salt}".encode())
-    return F.xxhash64(*keys, F.lit(salt_number))
-
-
-def _uniform(seed: int, salt: str, *keys: Column) -> Column:
-    """A uniform double in [0, 1), fixed by (seed, salt, keys)."""
-    return F.shiftrightunsigned(_hash(seed, salt, *keys), 11).cast("double") * (1.0 / (1 << 53))
-
-
-def _between(u: Column, low: int, high: int | Column) -> Column:
-    """An integer in [low, high) from a uniform `u`."""
-    return (F.lit(low) + F.floor(u * (F.lit(high) - F.lit(low)))).cast(LongType())
-
-
-def _weighted_index(u: Column, weights: Sequence[float]) -> Column:
-    """Index 0..len-1 chosen with the given weights (they need not sum to 1)."""
-    total = sum(weights)
-    cumulative, expr = 0.0, None
-    for index, weight in enumerate(weights[:-1]):
-        cumulative += weight / total
-        expr = F.when(u < cumulative, index) if expr is None else expr.when(u < cumulative, index)
-    return F.lit(len(weights) - 1) if expr is None else expr.otherwise(len(weights) - 1)
-
-
-def _choose(index: Column, values: Sequence[Any]) -> Column:
-    """values[index] for a 0-based index column."""
-    return F.element_at(F.array(*[F.lit(v) for v in values]), (index + 1).cast("int"))
-
-
-def _lookup(column: Column, mapping: dict[str, str]) -> Column:
-    """mapping[column] as a CASE expression (null for anything else)."""
-    expr = None
-    for key, value in mapping.items():
-        expr = F.when(column == key, value) if expr is None else expr.when(column == key, value)
-    return expr
-
-
-def _hex16(seed: int, salt: str, *keys: Column) -> Column:
-    return F.lpad(F.lower(F.hex(_hash(seed, salt, *keys))), 16, "0")
-
-
-def _uuid(seed: int, salt: str, *keys: Column) -> Column:
-    """A UUID-shaped id (Snowplow ids are UUIDs), fixed by (seed, salt, keys)."""
-    digits = F.concat(_hex16(seed, salt, *keys), _hex16(seed, salt + "/2", *keys))
-    return F.concat_ws(
-        "-",
-        F.substring(digits, 1, 8),
-        F.substring(digits, 9, 4),
-        F.substring(digits, 13, 4),
-        F.substring(digits, 17, 4),
-        F.substring(digits, 21, 12),
-    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -230,7 +103,7 @@ def _add(df: DataFrame, **columns: Column) -> DataFrame:
 
 
 def _normal_skeleton(spark: SparkSession, count: int, window_ms: int, seed: int) -> DataFrame:
-    u = lambda salt, *keys: _uniform(seed, salt, *keys)  # noqa: E731
+    u = lambda salt, *keys: uniform(seed, salt, *keys)  # noqa: E731
     c = F.col
     events = spark.range(count).withColumnRenamed("id", "event_no")
 
@@ -276,25 +149,25 @@ def _normal_skeleton(spark: SparkSession, count: int, window_ms: int, seed: int)
     events = _add(
         events,
         gap=F.least(
-            _between(u("session_gap", c("user_no")), 2 * HOUR_MS, 4 * DAY_MS),
+            between(u("session_gap", c("user_no")), 2 * HOUR_MS, 4 * DAY_MS),
             F.floor(F.lit(window_ms - margin) / F.greatest(c("user_sessions") - 1, F.lit(1))),
         ),
     )
     user_span = (c("user_sessions") - 1) * c("gap") + margin
     first_start = F.floor(u("first_session", c("user_no")) * (window_ms - user_span))
     jitter = F.floor(u("session_jitter", c("session_no")) * F.least(c("gap") / 2, F.lit(30 * MINUTE_MS)))
-    in_session = c("seq") * 30 * SECOND_MS + _between(u("event_step", c("event_no")), 0, 30 * SECOND_MS)
+    in_session = c("seq") * 30 * SECOND_MS + between(u("event_step", c("event_no")), 0, 30 * SECOND_MS)
     events = _add(
         events,
         derived_offset_ms=(first_start + (c("session_idx") - 1) * c("gap") + jitter + in_session).cast("long"),
-        app_index=_weighted_index(u("app", c("user_no")), [app[3] for app in APPS]),
+        app_index=weighted_index(u("app", c("user_no")), [app[3] for app in APPS]),
         view_every=2 + F.floor(u("view_every", c("session_no")) * 4),
         action=u("action", c("event_no")),
     )
 
     # What: a page view every `view_every` events, pings (and a few clicks) in between,
     # and on purchasing sessions a closing transaction.
-    purchase_rate = _choose(c("app_index"), [app[4] for app in APPS])
+    purchase_rate = choose(c("app_index"), [app[4] for app in APPS])
     is_purchase = (u("purchase", c("session_no")) < purchase_rate) & (c("session_len") >= 2)
     event_name = (
         F.when(is_purchase & (c("seq") == c("session_len") - 1), "transaction")
@@ -325,7 +198,7 @@ def _bot_skeleton(
     events = sessions.select("*", F.explode(F.sequence(F.lit(0).cast("long"), c("hours"))).alias("hour"))
     # Negative user and session numbers never collide with the ordinary ones.
     bot_no = -(c("bot") + 1)
-    step = _between(_uniform(seed, "bot_step", c("hour"), bot_no), 0, 2 * MINUTE_MS)
+    step = between(uniform(seed, "bot_step", c("hour"), bot_no), 0, 2 * MINUTE_MS)
     return events.select(
         (c("first_event_no") + c("hour")).alias("event_no"),
         bot_no.alias("session_no"),
@@ -344,7 +217,7 @@ def _bot_skeleton(
 
 def _add_times_and_kinds(events: DataFrame, start_ms: int, seed: int) -> DataFrame:
     """Device, collector and load times; duplicate copies; the kind of mess of each row."""
-    u = lambda salt, *keys: _uniform(seed, salt, *keys)  # noqa: E731
+    u = lambda salt, *keys: uniform(seed, salt, *keys)  # noqa: E731
     c = F.col
     i = c("event_no")
 
@@ -352,7 +225,7 @@ def _add_times_and_kinds(events: DataFrame, start_ms: int, seed: int) -> DataFra
         events,
         invalid=~c("is_bot") & (u("invalid", i) < INVALID_RATE),
         late=u("late", i),
-        invalid_column=_between(u("invalid_column", i), 0, len(INVALID_KINDS)),
+        invalid_column=between(u("invalid_column", i), 0, len(INVALID_KINDS)),
     )
     late = c("late")
     lateness = (
@@ -371,30 +244,30 @@ def _add_times_and_kinds(events: DataFrame, start_ms: int, seed: int) -> DataFra
     events = _add(
         events,
         first_kind=F.when(c("is_bot"), "bot")
-        .when(c("invalid"), _choose(c("invalid_column"), list(INVALID_KINDS)))
+        .when(c("invalid"), choose(c("invalid_column"), list(INVALID_KINDS)))
         .otherwise(c("lateness")),
     )
 
     # A device sends at once unless offline; a few device clocks are off by up to 10 minutes.
     lateness = c("lateness")
     send_delay = (
-        F.when(lateness == "sent_over_3_days", _between(u("send_delay", i), 3 * DAY_MS + HOUR_MS, 5 * DAY_MS))
-        .when(lateness == "loaded_days_late", _between(u("send_delay", i), DAY_MS, 3 * DAY_MS - HOUR_MS))
-        .otherwise(_between(u("send_delay", i), 0, 3 * SECOND_MS))
+        F.when(lateness == "sent_over_3_days", between(u("send_delay", i), 3 * DAY_MS + HOUR_MS, 5 * DAY_MS))
+        .when(lateness == "loaded_days_late", between(u("send_delay", i), DAY_MS, 3 * DAY_MS - HOUR_MS))
+        .otherwise(between(u("send_delay", i), 0, 3 * SECOND_MS))
     )
     clock_skew = F.when(
-        u("skewed_clock", c("user_no")) < 0.05, _between(u("clock_skew", c("user_no")), -10 * MINUTE_MS, 10 * MINUTE_MS)
+        u("skewed_clock", c("user_no")) < 0.05, between(u("clock_skew", c("user_no")), -10 * MINUTE_MS, 10 * MINUTE_MS)
     ).otherwise(0)
     load_delay = F.when(
-        lateness == "loaded_hours_late", _between(u("load_delay", i), HOUR_MS, 6 * HOUR_MS)
-    ).otherwise(_between(u("load_delay", i), MINUTE_MS, 10 * MINUTE_MS))
+        lateness == "loaded_hours_late", between(u("load_delay", i), HOUR_MS, 6 * HOUR_MS)
+    ).otherwise(between(u("load_delay", i), MINUTE_MS, 10 * MINUTE_MS))
     events = _add(
         events,
         derived_ms=F.lit(start_ms) + c("derived_offset_ms"),
         send_delay_ms=send_delay,
         clock_skew_ms=clock_skew,
         load_delay_ms=load_delay,
-        network_ms=_between(u("network", i), 20, 1_500),
+        network_ms=between(u("network", i), 20, 1_500),
     )
     events = _add(
         events,
@@ -412,7 +285,7 @@ def _add_times_and_kinds(events: DataFrame, start_ms: int, seed: int) -> DataFra
     shift = (
         F.when(c("copy") == 0, 0)
         .when(u("duplicate_when", i) < 0.5, 1 + F.floor(u("duplicate_shift", i) * (left_in_hour - 1)))
-        .otherwise(_between(u("duplicate_shift", i), HOUR_MS, 48 * HOUR_MS))
+        .otherwise(between(u("duplicate_shift", i), HOUR_MS, 48 * HOUR_MS))
     )
     events = _add(events, shift_ms=shift.cast("long"))
     load = c("first_load_ms") + c("shift_ms")
@@ -470,123 +343,35 @@ def _skeleton(spark: SparkSession, *, events: int, days: int, start: date, seed:
 
 def _with_choices(skeleton: DataFrame, seed: int) -> DataFrame:
     """Per-row picks (geo, traffic source, page, ...) computed once, used by several columns."""
-    u = lambda salt, *keys: _uniform(seed, salt, *keys)  # noqa: E731
+    u = lambda salt, *keys: uniform(seed, salt, *keys)  # noqa: E731
     c = F.col
     user, session = c("user_no"), c("session_no")
     return _add(
         skeleton,
         is_mobile=c("app_index") == [a[0] for a in APPS].index("mobile"),
         first_page=c("page_index") == 0,
-        page=_weighted_index(u("page", session, c("page_index")), [p[2] for p in PAGES]),
-        geo=F.when(c("is_bot"), 0).otherwise(_weighted_index(u("geo", user), [g[4] for g in GEOS])),
-        source=F.when(c("is_bot"), 0).otherwise(_weighted_index(u("source", session), [t[6] for t in TRAFFIC_SOURCES])),
+        page=weighted_index(u("page", session, c("page_index")), [p[2] for p in PAGES]),
+        geo=F.when(c("is_bot"), 0).otherwise(weighted_index(u("geo", user), [g[4] for g in GEOS])),
+        source=F.when(c("is_bot"), 0).otherwise(weighted_index(u("source", session), [t[6] for t in TRAFFIC_SOURCES])),
         agent=u("agent", user),
         # Users log in at some session; from then on their events carry user_id.
         logs_in=~c("is_bot") & (u("logs_in", user) < 0.35),
-        login_session=1 + _between(u("login_session", user), 0, c("user_sessions")),
-        revenue_cents=_between(u("revenue", c("event_no")) ** 2, 500, 40_000),
-        doc_height=_between(u("doc_height", session, c("page_index")), 1_500, 8_000).cast("int"),
-        view_shrink=_between(u("viewport", user), 0, 600).cast("int"),
-        event_uuid=_uuid(seed, "event", c("event_no")),
-        user_uuid=_uuid(seed, "user", user),
-        network_user_uuid=_uuid(seed, "network_user", user),
-        session_uuid=_uuid(seed, "session", session),
-        fingerprint=_hex16(seed, "fingerprint", c("event_no")),
+        login_session=1 + between(u("login_session", user), 0, c("user_sessions")),
+        revenue_cents=between(u("revenue", c("event_no")) ** 2, 500, 40_000),
+        doc_height=between(u("doc_height", session, c("page_index")), 1_500, 8_000).cast("int"),
+        view_shrink=between(u("viewport", user), 0, 600).cast("int"),
+        event_uuid=uuid_like(seed, "event", c("event_no")),
+        user_uuid=uuid_like(seed, "user", user),
+        network_user_uuid=uuid_like(seed, "network_user", user),
+        session_uuid=uuid_like(seed, "session", session),
+        fingerprint=hex16(seed, "fingerprint", c("event_no")),
     )
 
 
-def _atomic_columns(seed: int) -> dict[str, Column]:
-    """Every generated atomic column, from the skeleton and its choices."""
-    c = F.col
-    i, user, session = c("event_no"), c("user_no"), c("session_no")
-    name, kind, app = c("event_name"), c("kind"), c("app_index")
-    is_mobile, first_page = c("is_mobile"), c("first_page")
-    is_transaction, is_ping, is_struct = name == "transaction", name == "page_ping", name == "event"
-
-    path = F.when(is_transaction, CHECKOUT_PAGE[0]).otherwise(_choose(c("page"), [p[0] for p in PAGES]))
-    title = F.when(is_transaction, CHECKOUT_PAGE[1]).otherwise(_choose(c("page"), [p[1] for p in PAGES]))
-    host = _choose(app, [a[2] for a in APPS])
-    source = c("source")
-    refr_host = F.when(first_page, _choose(source, [t[2] for t in TRAFFIC_SOURCES])).otherwise(host)
-    agent = (
-        F.when(c("is_bot"), BOT_AGENT)
-        .when(is_mobile, _choose(_between(c("agent"), 0, len(MOBILE_AGENTS)), MOBILE_AGENTS))
-        .otherwise(_choose(_between(c("agent"), 0, len(DESKTOP_AGENTS)), DESKTOP_AGENTS))
-    )
-    tr_total = (c("revenue_cents").cast("decimal(18,0)") / 100).cast(MONEY)
-    screen_width = F.when(is_mobile, 390).otherwise(1920)
-    screen_height = F.when(is_mobile, 844).otherwise(1080)
-    geo = c("geo")
-
-    def timestamp(ms_column: str) -> Column:
-        return F.timestamp_millis(c(ms_column))
-
-    return {
-        "app_id": _choose(app, [a[0] for a in APPS]),
-        "platform": _choose(app, [a[1] for a in APPS]),
-        "etl_tstamp": timestamp("etl_ms"),
-        "collector_tstamp": timestamp("collector_ms"),
-        "dvce_created_tstamp": timestamp("created_ms"),
-        "event": _lookup(name, LEGACY_EVENT),
-        "event_id": F.when(kind != "invalid_null_event_id", c("event_uuid")),
-        "user_id": F.when(
-            c("logs_in") & (c("session_idx") >= c("login_session")), F.concat(F.lit("user_"), user.cast("string"))
-        ),
-        "domain_userid": F.when(kind != "invalid_null_domain_userid", c("user_uuid")),
-        "domain_sessionidx": c("session_idx"),
-        "network_userid": c("network_user_uuid"),
-        "geo_country": _choose(geo, [g[0] for g in GEOS]),
-        "geo_city": _choose(geo, [g[2] for g in GEOS]),
-        "page_url": F.concat(F.lit("https://"), host, path),
-        "page_title": title,
-        "page_referrer": F.when(refr_host.isNotNull(), F.concat(F.lit("https://"), refr_host, F.lit("/"))),
-        "page_urlhost": host,
-        "page_urlpath": path,
-        "refr_urlhost": refr_host,
-        "refr_medium": F.when(first_page, _choose(source, [t[0] for t in TRAFFIC_SOURCES])).otherwise("internal"),
-        "refr_source": F.when(first_page, _choose(source, [t[1] for t in TRAFFIC_SOURCES])),
-        "mkt_medium": F.when(first_page, _choose(source, [t[3] for t in TRAFFIC_SOURCES])),
-        "mkt_source": F.when(first_page, _choose(source, [t[4] for t in TRAFFIC_SOURCES])),
-        "mkt_campaign": F.when(first_page, _choose(source, [t[5] for t in TRAFFIC_SOURCES])),
-        "se_category": F.when(is_struct, F.lit("ui")),
-        "se_action": F.when(is_struct, _choose(F.pmod(i, F.lit(3)), ["click", "play", "submit"])),
-        "se_label": F.when(is_struct, path),
-        "tr_orderid": F.when(is_transaction, F.concat(F.lit("ORD-"), F.upper(_hex16(seed, "order", i)))),
-        "tr_affiliation": F.when(is_transaction, _choose(app, [a[0] for a in APPS])),
-        "tr_total": F.when(is_transaction, tr_total),
-        "tr_tax": F.when(is_transaction, tr_total * F.lit(0.2).cast("decimal(3,2)")),
-        "tr_shipping": F.when(is_transaction, F.lit(4.99).cast(MONEY)),
-        "tr_currency": F.when(is_transaction, F.lit("USD")),
-        "pp_xoffset_min": F.when(is_ping, F.lit(0)),
-        "pp_xoffset_max": F.when(is_ping, F.lit(0)),
-        "pp_yoffset_min": F.when(is_ping, F.pmod(i, F.lit(500))),
-        "pp_yoffset_max": F.when(is_ping, F.greatest(F.lit(500), c("doc_height") - F.pmod(i * 7, F.lit(1000)))),
-        "useragent": agent,
-        "br_lang": _choose(geo, [g[3] for g in GEOS]),
-        "br_viewwidth": screen_width - F.when(is_mobile, 0).otherwise(c("view_shrink")),
-        "br_viewheight": screen_height - F.when(is_mobile, 0).otherwise(120),
-        "os_timezone": _choose(geo, [g[1] for g in GEOS]),
-        "dvce_type": F.when(is_mobile, "Mobile").otherwise("Computer"),
-        "dvce_ismobile": is_mobile,
-        "dvce_screenwidth": screen_width,
-        "dvce_screenheight": screen_height,
-        "doc_width": screen_width - F.when(is_mobile, 0).otherwise(20),
-        "doc_height": c("doc_height"),
-        "geo_timezone": _choose(geo, [g[1] for g in GEOS]),
-        "dvce_sent_tstamp": timestamp("sent_ms"),
-        "domain_sessionid": F.when(kind != "invalid_null_domain_sessionid", c("session_uuid")),
-        "derived_tstamp": F.when(kind != "invalid_null_derived_tstamp", timestamp("derived_ms")),
-        "event_vendor": F.lit("com.snowplowanalytics.snowplow"),
-        "event_name": name,
-        "event_format": F.lit("jsonschema"),
-        "event_version": F.lit("1-0-0"),
-        "event_fingerprint": c("fingerprint"),
-        "load_tstamp": timestamp("load_ms"),
-    }
 
 
 def _to_atomic(skeleton: DataFrame, seed: int, *, keep_kind: bool = False) -> DataFrame:
-    generated = _atomic_columns(seed)
+    generated = atomic_columns(seed)
     columns = []
     for field in ATOMIC_EVENTS_SCHEMA.fields:
         if field.name == PARTITION_COLUMN:
