@@ -368,4 +368,5 @@ class DeltaRsTableStore(TableStore):
             "version": table.version(),
             "num_files": actions.num_rows,
             "size_bytes": pc.sum(actions["size_bytes"]).as_py() or 0,
+            "num_rows": row_count(table),
         }

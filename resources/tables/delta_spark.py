@@ -14,6 +14,7 @@ import pyspark
 from delta.tables import DeltaTable as SparkDeltaTable
 from pyspark.sql import functions as F
 
+from resources.tables.delta_log import load_table, row_count
 from resources.tables.interface import (
     APPEND_TOKEN_TXN_VERSION,
     TableCreatedConcurrently,
@@ -363,9 +364,12 @@ class DeltaSparkTableStore(TableStore):
         if table is None:
             raise FileNotFoundError(f"no Delta table at {self.path(name)}")
         detail = table.detail().select("numFiles", "sizeInBytes").collect()[0]
+        log = load_table(self.path(name))
         return {
             "path": self.path(name),
             "version": self.version(name),
             "num_files": detail["numFiles"],
             "size_bytes": detail["sizeInBytes"],
+            # Spark's detail() has no row count; the log's file statistics do (delta-rs reads them).
+            "num_rows": row_count(log) if log is not None else None,
         }

@@ -160,7 +160,8 @@ class TableStore(abc.ABC):
 
     @abc.abstractmethod
     def describe(self, name: str) -> dict:
-        """{"path", "version", "num_files", "size_bytes"}: metadata for materializations."""
+        """{"path", "version", "num_files", "size_bytes", "num_rows"}: metadata for materializations
+        (num_rows from the Delta log's file statistics; None when a file has none)."""
 
     @abc.abstractmethod
     def compact(self, name: str, *, partitions_from: str | None = None) -> int:
