@@ -4,9 +4,9 @@
 In a run a check looks at what the run wrote (the range in its partition-range tags);
 launched on its own (the asset's Checks tab) it looks at the whole table.
 
-- `event_id_unique` (base_events, filtered_events): no event_id twice within
-  `dedupe_lookback_days` (one copy of each event). In a run: the window's rows against every
-  row loaded within the look-back on either side of it.
+- `event_id_unique` (base_events, filtered_events; partitioned, blocking): no event_id twice
+  within `dedupe_lookback_days` (one copy of each event). In a run: one result per load hour,
+  its rows against every row loaded within the look-back on either side of the run's window.
 - `end_after_start` (sessions_lifecycle_manifest): end_tstamp >= start_tstamp.
 - `rows_aggregated_plus_pending_equal_filtered` (daily_aggregates): for every event day,
   rows aggregated + rows pending = filtered rows (filtered_events_counts against
@@ -20,11 +20,14 @@ launched on its own (the asset's Checks tab) it looks at the whole table.
 from datetime import datetime, timedelta, timezone
 
 from dagster import (
+    AssetCheckEvaluation,
     AssetCheckExecutionContext,
     AssetCheckResult,
     AssetCheckSeverity,
     AssetCheckSpec,
+    AssetKey,
     MetadataValue,
+    Output,
     asset_check,
     multi_asset_check,
 )
@@ -56,59 +59,99 @@ def run_window(context: AssetCheckExecutionContext, partitions_def) -> tuple[dat
 
 # -- event_id unique ---------------------------------------------------------------------
 
-def event_id_duplicates(warehouse: WarehouseResource, table: str,
-                        window: tuple[datetime, datetime] | None) -> dict[str, int]:
-    """Rows checked, event_ids held twice within dedupe_lookback_days of each other (the copies
-    of one event; docs/rules.md 3), and rows without an event_id. In a run: the window's rows
-    against every row loaded within the look-back on either side of it."""
-    tables = warehouse.tables
-    if not tables.exists(table):
-        return {"rows_checked": 0, "duplicate_event_ids": 0, "null_event_ids": 0}
+COUNT_NAMES = ("rows_checked", "duplicate_event_ids", "null_event_ids")
+
+
+def _flagged_rows(warehouse: WarehouseResource, table: str, window: tuple[datetime, datetime] | None):
+    """Rows of the window (every row without one) with `close`: another copy of the event_id
+    loaded within dedupe_lookback_days (docs/rules.md 3); rows of the look-back on either side
+    of the window are compared, not counted."""
     lookback = warehouse.settings.dedupe_lookback
     if window is None:
-        rows = tables.read(table, columns=["event_id", "load_tstamp"]).withColumn("in_window", F.lit(True))
+        rows = warehouse.tables.read(table, columns=["event_id", "load_tstamp"])
     else:
         start, end = window
-        rows = tables.read_range(table, "load_tstamp", start - lookback, end + lookback,
-                                 columns=["event_id", "load_tstamp"]).withColumn(
-            "in_window", (F.col("load_tstamp") >= F.lit(start)) & (F.col("load_tstamp") < F.lit(end)))
+        rows = warehouse.tables.read_range(table, "load_tstamp", start - lookback, end + lookback,
+                                           columns=["event_id", "load_tstamp"])
     previous = F.lag("load_tstamp").over(Window.partitionBy("event_id").orderBy("load_tstamp"))
     following = F.lead("load_tstamp").over(Window.partitionBy("event_id").orderBy("load_tstamp"))
     limit = F.make_dt_interval(secs=F.lit(int(lookback.total_seconds())))
     close = (F.col("load_tstamp") < previous + limit) | (following < F.col("load_tstamp") + limit)
     flagged = rows.withColumn("close", F.coalesce(close, F.lit(False)))
-    totals = flagged.where("in_window").agg(
-        F.count(F.lit(1)).alias("rows_checked"),
-        F.countDistinct(F.when(F.col("event_id").isNotNull() & F.col("close"), F.col("event_id")))
-        .alias("duplicate_event_ids"),
-        F.count(F.when(F.col("event_id").isNull(), 1)).alias("null_event_ids"),
-    ).first()
-    return {name: int(totals[name] or 0) for name in ("rows_checked", "duplicate_event_ids", "null_event_ids")}
+    if window is None:
+        return flagged
+    return flagged.where((F.col("load_tstamp") >= F.lit(window[0])) & (F.col("load_tstamp") < F.lit(window[1])))
 
 
-def _unique_result(counts: dict[str, int], window) -> AssetCheckResult:
-    scope = f"loads {window[0]:%Y-%m-%d %H:%M} .. {window[1]:%Y-%m-%d %H:%M}" if window else "whole table"
-    return AssetCheckResult(
+def _duplicate_counts():
+    return [F.count(F.lit(1)).alias("rows_checked"),
+            F.countDistinct(F.when(F.col("event_id").isNotNull() & F.col("close"), F.col("event_id")))
+            .alias("duplicate_event_ids"),
+            F.count(F.when(F.col("event_id").isNull(), 1)).alias("null_event_ids")]
+
+
+def event_id_duplicates(warehouse: WarehouseResource, table: str,
+                        window: tuple[datetime, datetime] | None) -> dict[str, int]:
+    """Rows checked, event_ids held twice within dedupe_lookback_days of each other (the copies
+    of one event), and rows without an event_id: in the window, or in the whole table."""
+    if not warehouse.tables.exists(table):
+        return dict.fromkeys(COUNT_NAMES, 0)
+    totals = _flagged_rows(warehouse, table, window).agg(*_duplicate_counts()).first()
+    return {name: int(totals[name] or 0) for name in COUNT_NAMES}
+
+
+def event_id_duplicates_by_hour(warehouse: WarehouseResource, table: str,
+                                window: tuple[datetime, datetime]) -> dict[datetime, dict[str, int]]:
+    """The same counts for each load hour of the window (hours without rows have none)."""
+    if not warehouse.tables.exists(table):
+        return {}
+    rows = (_flagged_rows(warehouse, table, window)
+            .groupBy(F.date_trunc("hour", "load_tstamp").alias("hour")).agg(*_duplicate_counts()).collect())
+    return {row.hour.replace(tzinfo=timezone.utc): {name: int(row[name] or 0) for name in COUNT_NAMES}
+            for row in rows}  # Spark returns UTC here (session and process zone)
+
+
+def _unique_outcome(counts: dict[str, int], scope: str) -> dict:
+    return dict(
         passed=counts["duplicate_event_ids"] == 0 and counts["null_event_ids"] == 0,
-        metadata={**{k: MetadataValue.int(v) for k, v in counts.items()}, "scope": scope},
+        metadata={**{k: MetadataValue.int(v) for k, v in counts.items()}, "scope": MetadataValue.text(scope)},
         description=f"{counts['duplicate_event_ids']} duplicate and {counts['null_event_ids']} null "
                     f"event_id(s) in {counts['rows_checked']} rows ({scope})")
 
 
-@asset_check(asset="base_events", name="event_id_unique",
-             description="Each event_id at most once and never null (the first-loaded copy wins).")
-def base_events_event_id_unique(context: AssetCheckExecutionContext,
-                                warehouse: WarehouseResource) -> AssetCheckResult:
-    window = run_window(context, hourly_partitions)
-    return _unique_result(event_id_duplicates(warehouse, "base_events", window), window)
+def event_id_unique_results(context: AssetCheckExecutionContext, warehouse: WarehouseResource, table: str):
+    """One result per load hour of the run (each hour's own rows against the look-back); launched
+    outside a partitioned run, one result for the whole table."""
+    op_context = context.op_execution_context
+    if not (op_context.has_partition_key or op_context.has_partition_key_range):
+        yield AssetCheckResult(**_unique_outcome(event_id_duplicates(warehouse, table, None), "whole table"))
+        return
+    keys = op_context.partition_keys
+    window = (hourly_partitions.time_window_for_partition_key(keys[0]).start,
+              hourly_partitions.time_window_for_partition_key(keys[-1]).end)
+    by_hour = event_id_duplicates_by_hour(warehouse, table, window)
+    for key in keys:
+        hour = hourly_partitions.time_window_for_partition_key(key).start
+        outcome = _unique_outcome(by_hour.get(hour, dict.fromkeys(COUNT_NAMES, 0)), f"loads of {key}")
+        yield AssetCheckEvaluation(asset_key=AssetKey(table), check_name="event_id_unique", partition=key,
+                                   severity=AssetCheckSeverity.ERROR, blocking=True,
+                                   target_materialization_data=None, **outcome)
+    # A check step must still yield its output (AssetCheckResult would: it cannot name a partition).
+    yield Output(None, output_name=op_context.op_def.output_defs[0].name)
 
 
-@asset_check(asset="filtered_events", name="event_id_unique",
-             description="Each event_id at most once and never null.")
-def filtered_events_event_id_unique(context: AssetCheckExecutionContext,
-                                    warehouse: WarehouseResource) -> AssetCheckResult:
-    window = run_window(context, hourly_partitions)
-    return _unique_result(event_id_duplicates(warehouse, "filtered_events", window), window)
+@asset_check(asset="base_events", name="event_id_unique", partitions_def=hourly_partitions, blocking=True,
+             description="Each event_id at most once and never null (the first-loaded copy wins); "
+                         "one result per load hour. Blocking: a failure fails the run.")
+def base_events_event_id_unique(context: AssetCheckExecutionContext, warehouse: WarehouseResource):
+    yield from event_id_unique_results(context, warehouse, "base_events")
+
+
+@asset_check(asset="filtered_events", name="event_id_unique", partitions_def=hourly_partitions, blocking=True,
+             description="Each event_id at most once and never null; one result per load hour. "
+                         "Blocking: a failure fails the run.")
+def filtered_events_event_id_unique(context: AssetCheckExecutionContext, warehouse: WarehouseResource):
+    yield from event_id_unique_results(context, warehouse, "filtered_events")
 
 
 # -- sessions: end after start -----------------------------------------------------------

@@ -17,6 +17,7 @@ from dagster import (
     BetaWarning,
     DailyPartitionsDefinition,
     HourlyPartitionsDefinition,
+    PreviewWarning,
     TimeWindowPartitionMapping,
 )
 
@@ -27,8 +28,10 @@ HOUR_KEY_FORMAT = "%Y-%m-%d-%H:%M"
 DAY_KEY_FORMAT = "%Y-%m-%d"
 
 # The project relies on two beta Dagster parameters on purpose (single-run backfill policies
-# and allow_nonexistent_upstream_partitions); their warnings would repeat on every load.
+# and allow_nonexistent_upstream_partitions) and one preview (partitioned asset checks: one
+# result per load hour); their warnings would repeat on every load.
 warnings.filterwarnings("ignore", category=BetaWarning)
+warnings.filterwarnings("ignore", category=PreviewWarning)
 
 LOAD_SETTINGS = Settings.load()
 _START = LOAD_SETTINGS.start_date.replace(minute=0, second=0, microsecond=0)

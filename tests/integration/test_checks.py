@@ -5,6 +5,7 @@ the event_id and session checks run Spark on a few rows. Checks inside real runs
 exercised by test_sensors.py (every run there must pass all of its checks).
 """
 
+import inspect
 from datetime import date, datetime, timedelta, timezone
 
 import pyarrow as pa
@@ -29,10 +30,13 @@ def warehouse(tmp_path, monkeypatch):
 
 
 def invoke(check_def, warehouse):
-    """Run a check the way the UI's "Execute" does, outside a partitioned run."""
+    """Run a check the way the UI's "Execute" does, outside a partitioned run (the results of a
+    check that yields them, as a list)."""
     if "context" in check_def.op.compute_fn.decorated_fn.__code__.co_varnames:
-        return check_def(build_asset_check_context(), warehouse=warehouse)
-    return check_def(warehouse=warehouse)
+        result = check_def(build_asset_check_context(), warehouse=warehouse)
+    else:
+        result = check_def(warehouse=warehouse)
+    return list(result) if inspect.isgenerator(result) else result
 
 
 def values(result) -> dict:
@@ -119,10 +123,16 @@ def test_duplicate_event_ids_are_found_in_the_window_and_its_look_back(spark, wa
         "rows_checked": 3, "duplicate_event_ids": 1, "null_event_ids": 1}
     assert checks.event_id_duplicates(warehouse, "base_events", None) == {
         "rows_checked": 9, "duplicate_event_ids": 2, "null_event_ids": 1}
-    result = invoke(checks.base_events_event_id_unique, warehouse)
+    # Per load hour of a window (the partitioned check's results): each hour's own rows.
+    day10 = (datetime(2026, 1, 10, 3, tzinfo=utc), datetime(2026, 1, 10, 6, tzinfo=utc))
+    assert checks.event_id_duplicates_by_hour(warehouse, "base_events", day10) == {
+        datetime(2026, 1, 10, 3, tzinfo=utc): {"rows_checked": 1, "duplicate_event_ids": 1, "null_event_ids": 0},
+        datetime(2026, 1, 10, 4, tzinfo=utc): {"rows_checked": 1, "duplicate_event_ids": 1, "null_event_ids": 0}}
+    [result] = invoke(checks.base_events_event_id_unique, warehouse)
     assert not result.passed and values(result)["duplicate_event_ids"] == 2
     assert values(result)["scope"] == "whole table"
-    assert invoke(checks.filtered_events_event_id_unique, warehouse).passed  # no table yet: nothing to check
+    [result] = invoke(checks.filtered_events_event_id_unique, warehouse)
+    assert result.passed  # no table yet: nothing to check
 
 
 @pytest.mark.spark
