@@ -12,9 +12,20 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
 from typing import Callable, Iterable
+
+from dagster._core.definitions.reconstruct import ReconstructableRepository
+from dagster._core.execution.api import execute_run
+from dagster._core.remote_origin import (
+    ManagedGrpcPythonEnvCodeLocationOrigin,
+    RemoteJobOrigin,
+    RemoteRepositoryOrigin,
+)
+from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
 from incremental_assets.definitions import defs
 from incremental_assets.ledger import days_loaded_between, plan_late_days, users_queued
@@ -38,6 +49,9 @@ from incremental_assets.sources.reader import require_source
 from resources.manifest import ManifestStore
 
 Echo = Callable[[str], None]
+# The code location as pyproject.toml's [tool.dagster] (and workspace.yaml) name it.
+CODE_MODULE, CODE_ATTRIBUTE, CODE_LOCATION = "incremental_assets.definitions", "defs", "incremental_assets"
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
 # run_until plans again after each batch of backfill_limit_days: at most this many batches.
 MAX_PLANS = 1000
 
@@ -76,10 +90,9 @@ def range_tags(first: str, last: str) -> dict[str, str]:
 def execute_job(job_name: str, *, instance, tags: dict[str, str] | None = None,
                 partitions: tuple[str, str] | None = None, echo: Echo = print) -> JobRun:
     """Run one job of the code location in this process, over partitions first..last if given."""
-    job = defs.resolve_job_def(job_name)
     tags = {**(tags or {}), **(range_tags(*partitions) if partitions else {})}
-    result = job.execute_in_process(instance=instance, tags=tags, raise_on_error=False,
-                                    run_config={"loggers": {"console": {"config": {"log_level": CONSOLE_LOG_LEVEL}}}})
+    result = execute_with_origin(job_name, instance, tags=tags,
+                                 run_config={"loggers": {"console": {"config": {"log_level": CONSOLE_LOG_LEVEL}}}})
     failures = tuple(failure_line(e.event_specific_data.error) for e in result.all_events if e.is_step_failure)
     if not result.success:
         echo(f"  {job_name} failed (run {result.run_id}): {'; '.join(failures) or 'see the run log'}")
@@ -87,6 +100,26 @@ def execute_job(job_name: str, *, instance, tags: dict[str, str] | None = None,
     del result
     release_jvm_references()
     return run
+
+
+def execute_with_origin(job_name: str, instance, *, tags: dict[str, str], run_config: dict):
+    """Execute the job in this process as a run that belongs to the code location, as if the
+    webserver had launched it: the UI lists it under its job and on the timeline, and can
+    re-execute it (a run of `execute_in_process` has no origin, so the UI shows none of that).
+
+    Dagster 1.13 has no public call for this: these are the internals its `dagster job launch`
+    command uses (tests/integration/test_runner_origin.py checks what the UI relies on)."""
+    recon_repo = ReconstructableRepository.for_module(CODE_MODULE, CODE_ATTRIBUTE, working_directory=str(PROJECT_ROOT))
+    recon_job = recon_repo.get_reconstructable_job(job_name)
+    job = recon_job.get_definition()
+    location = ManagedGrpcPythonEnvCodeLocationOrigin(
+        LoadableTargetOrigin(executable_path=sys.executable, module_name=CODE_MODULE, attribute=CODE_ATTRIBUTE,
+                             working_directory=str(PROJECT_ROOT)),
+        location_name=CODE_LOCATION)
+    origin = RemoteJobOrigin(RemoteRepositoryOrigin(location, defs.get_repository_def().name), job_name)
+    run = instance.create_run_for_job(job_def=job, run_config=run_config, tags={**job.run_tags, **tags},
+                                      remote_job_origin=origin, job_code_origin=recon_job.get_python_origin())
+    return execute_run(recon_job, run, instance, raise_on_error=False)
 
 
 def release_jvm_references() -> None:
