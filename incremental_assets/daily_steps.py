@@ -19,6 +19,7 @@ from typing import Callable
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from incremental_assets.ledger import ledger_state
 from incremental_assets.names import ATTRIBUTES, DAILY_AGGREGATES, FILTERED_EVENTS, USERS_TO_REFRESH
 from incremental_assets.transforms.attributes import (
     LONGEST_WINDOW_DAYS,
@@ -59,6 +60,56 @@ def aggregate_days(warehouse: WarehouseResource, first_day: date, end_day: date,
     return DailyResults(daily=daily, ledger=ledger, users_to_refresh=users_to_refresh)
 
 
+@dataclass
+class DayFigures:
+    """One rebuilt event day: the UI's per-partition numbers."""
+
+    rows: int = 0  # daily_aggregates rows (one per active user)
+    rows_aggregated: int = 0  # filtered rows the day is built from
+    aggregated_before: int = 0  # as the daily manifest recorded them before this rebuild
+    pending_before: int = 0  # late rows held back (below min_rows_to_process)
+    unaccounted_before: int = 0  # filtered - aggregated - pending: new, late or removed rows
+
+    @property
+    def reason(self) -> str:
+        """Why the day was rebuilt, in words, from the daily manifest as it stood."""
+        parts = []
+        if self.unaccounted_before > 0:
+            parts.append(f"{self.unaccounted_before} new or late rows")
+        elif self.unaccounted_before < 0:
+            parts.append(f"{-self.unaccounted_before} rows removed by a rerun")
+        if self.pending_before:
+            parts.append(f"{self.pending_before} pending rows")
+        if not parts:
+            return "no change recorded since the last rebuild (manual or repeated run)"
+        return ", ".join(parts) + (" (first build)" if not self.aggregated_before else "")
+
+
+def figures_by_day(warehouse: WarehouseResource, results: DailyResults, first_day: date,
+                   end_day: date) -> dict[date, DayFigures]:
+    """Per event day of [first_day, end_day): its rows now and the manifest's account before the
+    rebuild (call before the daily manifest is rewritten)."""
+    days = [date.fromordinal(n) for n in range(first_day.toordinal(), end_day.toordinal())]
+    figures = {day: DayFigures() for day in days}
+    filtered, aggregated, pending = ledger_state(warehouse.settings)
+    for (day, _), n in filtered.items():
+        if day in figures:
+            figures[day].unaccounted_before += n
+    for (day, _), n in aggregated.items():
+        if day in figures:
+            figures[day].aggregated_before += n
+            figures[day].unaccounted_before -= n
+    for (day, _), n in pending.items():
+        if day in figures:
+            figures[day].pending_before += n
+            figures[day].unaccounted_before -= n
+    for row in results.daily.groupBy("event_date").count().collect():
+        figures.setdefault(row.event_date, DayFigures()).rows = row["count"]
+    for row in results.ledger.groupBy("event_date").agg(F.sum("rows_aggregated").alias("n")).collect():
+        figures.setdefault(row.event_date, DayFigures()).rows_aggregated = row.n or 0
+    return figures
+
+
 def queued(users: DataFrame) -> DataFrame:
     """Queue rows for these users: one append id, so that attributes deletes exactly what it consumed."""
     return users.select("domain_userid", F.lit(uuid.uuid4().hex).alias("append_id"),
@@ -77,6 +128,11 @@ class AttributesUpdate:
 def _stored_as_of(warehouse: WarehouseResource) -> date | None:
     row = warehouse.tables.read(ATTRIBUTES, columns=["attributes_as_of"]).limit(1).first()
     return row[0] if row else None
+
+
+def last_event_day(warehouse: WarehouseResource) -> date | None:
+    """The latest event day daily_aggregates holds (None while it holds none)."""
+    return warehouse.tables.read(DAILY_AGGREGATES, columns=["event_date"]).agg(F.max("event_date")).first()[0]
 
 
 def attributes_update(warehouse: WarehouseResource, as_of: date, run_type: str) -> AttributesUpdate:

@@ -6,9 +6,17 @@ jobs in a process of its own (the CLI, the demo, the benchmark, tests).
 
 from datetime import timedelta
 
-from dagster import Definitions, FreshnessPolicy, apply_freshness_policy, in_process_executor, map_asset_specs
+from dagster import (
+    Definitions,
+    FreshnessPolicy,
+    apply_freshness_policy,
+    in_process_executor,
+    map_asset_specs,
+    with_source_code_references,
+)
 
 from incremental_assets.assets.daily import attributes, daily_aggregates
+from incremental_assets.assets.external import EXTERNAL_ASSETS
 from incremental_assets.assets.hourly import HOURLY_ASSET_DEFS
 from incremental_assets.automation import ASSET_JOBS, SCHEDULES, SENSORS
 from incremental_assets.checks import CHECKS
@@ -29,8 +37,10 @@ warehouse = WarehouseResource(pyspark=spark)
 HOURLY_FRESHNESS = FreshnessPolicy.time_window(fail_window=timedelta(hours=6), warn_window=timedelta(hours=2))
 
 defs = Definitions(
-    assets=[*map_asset_specs(lambda spec: apply_freshness_policy(spec, HOURLY_FRESHNESS), HOURLY_ASSET_DEFS),
-            daily_aggregates, attributes],
+    # Code references: the UI links each asset to the file and line of its definition.
+    assets=with_source_code_references([
+        *map_asset_specs(lambda spec: apply_freshness_policy(spec, HOURLY_FRESHNESS), HOURLY_ASSET_DEFS),
+        daily_aggregates, attributes, *EXTERNAL_ASSETS]),
     asset_checks=CHECKS,
     jobs=[*ASSET_JOBS, manifest_admin_job, maintenance_job],
     sensors=SENSORS,

@@ -75,11 +75,12 @@ def main(argv=None) -> int:
     settings = Settings.load()
     instance = _quiet_instance()
     history_end = args.start + timedelta(days=args.days - 2)
+    until = datetime.combine(history_end + timedelta(days=1), datetime.min.time(), tzinfo=timezone.utc)
     print(f"\n1. full backfill of loads {args.start} .. {history_end}")
-    report = backfill(args.start, history_end, instance=instance)
+    # The demo's clock is its data's: attributes as of the sample's days, not today.
+    report = backfill(args.start, history_end, instance=instance, now=until)
     if not report.success:
         return 1
-    until = datetime.combine(history_end + timedelta(days=1), datetime.min.time(), tzinfo=timezone.utc)
     for hour in range(1, args.incremental_hours + 1):
         print(f"\n{hour + 1}. incremental run at {until + timedelta(hours=hour):%Y-%m-%d %H:%M} UTC")
         report = run_until(until + timedelta(hours=hour), instance=instance)

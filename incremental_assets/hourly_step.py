@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -104,6 +104,7 @@ def compute(warehouse: WarehouseResource, start: datetime, end: datetime) -> Hou
     validated = validate(rows, days_late_allowed=settings.days_late_allowed,
                          allow_null_dvce_tstamps=settings.allow_null_dvce_tstamps, app_ids=settings.app_ids)
     valid = validated.valid.cache()
+    rejected = validated.rejected.cache()  # written, then counted per hour for the metadata
 
     # Dedupe (rules 3): against the copies recorded before the window; then the stored copies
     # after it that the window's kept copies dominate.
@@ -160,16 +161,45 @@ def compute(warehouse: WarehouseResource, start: datetime, end: datetime) -> Hou
     first_count_hour = min(start, floor_hour(changed_rows.start)) if changed_ids else start
     counts_range = (first_count_hour, end + lookback if dominated_ids else end)
     return HourlyResults(
-        start=start, end=end, snapshot=snapshot, copies=copies(valid), rejected=validated.rejected, kept=kept,
+        start=start, end=end, snapshot=snapshot, copies=copies(valid), rejected=rejected, kept=kept,
         dominated=dominated_rows, touched=touched, lifecycle=lifecycle,
         quarantined=quarantined_sessions(lifecycle), filtered=filtered, changed=changed_rows,
         to_refilter=to_refilter,
         refiltered=tuple(sorted({r.append_id for r in queued.select("append_id").distinct().collect()}
                                 | ({append_id} if changed else set()))),
         counts_range=counts_range,
-        cached=[valid, kept, dominated, queued, touched_from, session_events, lifecycle, filtered],
+        cached=[valid, rejected, kept, dominated, queued, touched_from, session_events, lifecycle, filtered],
         facts={"scan_from": scan_from.isoformat(), "copies_dominated": len(dominated_ids),
                "sessions_changed": len(changed_ids)})
+
+
+@dataclass
+class HourFigures:
+    """What one load hour of the window holds once written: the UI's per-partition numbers."""
+
+    kept: int = 0  # base_events rows
+    rejected: dict[str, int] = field(default_factory=dict)  # rejected rows by reason
+    filtered: dict[date, int] = field(default_factory=dict)  # filtered_events rows by event day
+
+
+def figures_by_hour(results: HourlyResults) -> dict[datetime, HourFigures]:
+    """Per load hour of [start, end): rows kept, rejected by reason, filtered by event day (three
+    small aggregations of the cached rows; the filtered rows of earlier hours that changed
+    sessions brought back are not the window's)."""
+    figures = {hour: HourFigures() for hour in hours_between(results.start, results.end)}
+
+    def hour_of(ts: datetime) -> HourFigures:
+        return figures.setdefault(ts.replace(tzinfo=timezone.utc), HourFigures())  # Spark returns UTC here
+
+    load_hour = F.date_trunc("hour", "load_tstamp").alias("hour")
+    for row in results.kept.groupBy(load_hour).count().collect():
+        hour_of(row.hour).kept = row["count"]
+    for row in results.rejected.groupBy("load_hour_tstamp", "reject_reason").count().collect():
+        hour_of(row.load_hour_tstamp).rejected[row.reject_reason] = row["count"]
+    in_window = (F.col("load_tstamp") >= F.lit(results.start)) & (F.col("load_tstamp") < F.lit(results.end))
+    for row in results.filtered.where(in_window).groupBy(load_hour, "event_date").count().collect():
+        hour_of(row.hour).filtered[row.event_date] = row["count"]
+    return figures
 
 
 def queue_rows(warehouse: WarehouseResource, changed: list) -> tuple[DataFrame, str]:

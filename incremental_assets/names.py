@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 # -- assets ---------------------------------------------------------------------------------
+SOURCE_EVENTS = "atomic_events"  # the raw event table: an external asset, observed by the sensor
 BASE_EVENTS = "base_events"
 LIFECYCLE = "sessions_lifecycle_manifest"
 QUARANTINED = "quarantined_sessions"
@@ -24,6 +25,8 @@ SESSIONS_TO_REFILTER = "sessions_to_refilter"  # changed sessions whose filtered
 DAILY_MANIFEST = "daily_aggregation_manifest"  # per (event day, load day): rows aggregated and pending
 USERS_TO_REFRESH = "attributes_users_to_refresh"  # users whose daily rows changed since attributes ran
 PROCESSING_MANIFEST = "processing_manifest"  # the append-only record of every claim and result
+# The state tables shown in the catalog (external assets, observed when a step writes them).
+STATE_TABLES = (REJECTED_EVENTS, DAILY_MANIFEST, PROCESSING_MANIFEST)
 # Every table the pipeline keeps (what table maintenance covers).
 ALL_TABLES = (*ALL_ASSETS, REJECTED_EVENTS, EVENT_COPIES, PROCESSED_HOURS, FILTERED_COUNTS, SESSIONS_TO_REFILTER,
               DAILY_MANIFEST, USERS_TO_REFRESH, PROCESSING_MANIFEST)
@@ -43,6 +46,7 @@ PARTITION_TAG = "dagster/partition"
 RUN_KEY_TAG = "dagster/run_key"
 BACKFILL_TAG = "dagster/backfill"
 RETRY_OF_TAGS = ("dagster/parent_run_id", "dagster/root_run_id")
+DATA_VERSION_TAG = "dagster/data_version"  # an observation's data version (not exported by dagster)
 # This project's: why a run was launched, in words.
 RUN_STATE_TAG = "incremental/run_state"
 RUN_LIMITS_TAG = "incremental/limits"

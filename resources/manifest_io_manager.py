@@ -21,11 +21,22 @@ from dataclasses import dataclass, field
 from datetime import timezone
 from typing import Any, Callable, Iterator, Sequence
 
-from dagster import ConfigurableIOManager, InputContext, MetadataValue, OutputContext, ResourceDependency, RetryRequested
+from dagster import (
+    AssetObservation,
+    ConfigurableIOManager,
+    InputContext,
+    MetadataValue,
+    OutputContext,
+    ResourceDependency,
+    RetryRequested,
+    TableColumn,
+    TableRecord,
+    TableSchema,
+)
 from deltalake.exceptions import CommitFailedError
 
-from incremental_assets.names import RETRY_OF_TAGS
-from incremental_assets.planning.processing_manifest import State
+from incremental_assets.names import PROCESSING_MANIFEST, RETRY_OF_TAGS, STATE_TABLES
+from incremental_assets.planning.processing_manifest import ItemStatus, State
 from resources.manifest import ManifestStore, abandoned_lock_check, claiming_process, item_id, split_item_id
 from resources.tables import RowRange, WriteResult
 from resources.warehouse import WarehouseResource
@@ -176,6 +187,29 @@ def _fail(claim: StepClaim, exc: BaseException):
     raise exc
 
 
+PREVIEW_ROWS = 50
+_PREVIEW_SCHEMA = TableSchema(columns=[TableColumn(name, "string") for name in
+                                      ("item", "status", "run_id", "since", "reason")])
+
+
+def manifest_observation(manifest: ManifestStore) -> AssetObservation:
+    """The processing manifest after a step closed its items: how many are held by a run
+    (locked) or stopped by a failure (fail-locked), and a preview of them, with the item ids
+    that `incremental-assets manifest resolve` and manifest_admin_job take."""
+    held = [state for state in manifest.states().values()
+            if state.status in (ItemStatus.LOCKED, ItemStatus.FAIL_LOCKED)]
+    rows = [TableRecord({"item": state.item_id, "status": state.status.value,
+                         "run_id": state.last.run_id if state.last else "",
+                         "since": str(state.last.recorded_at) if state.last else "",
+                         "reason": str((state.last.payload or {}).get("reason", "")) if state.last else ""})
+            for state in sorted(held, key=lambda s: s.item_id)[:PREVIEW_ROWS]]
+    return AssetObservation(PROCESSING_MANIFEST, metadata={
+        "locked_items": MetadataValue.int(sum(s.status is ItemStatus.LOCKED for s in held)),
+        "fail_locked_items": MetadataValue.int(sum(s.status is ItemStatus.FAIL_LOCKED for s in held)),
+        "manifest_version": MetadataValue.int(manifest.version()),
+        "held_items": MetadataValue.table(rows, schema=_PREVIEW_SCHEMA)})
+
+
 def _window_bounds(window, column_is_date: bool):
     start, end = window.start, window.end
     if column_is_date:
@@ -238,9 +272,12 @@ class ManifestIOManager(ConfigurableIOManager):
         for spec in obj.markers:  # a failure here fails the step; the planners plan the work again
             results[spec.table] = self._write(spec, window)
         described = self.warehouse.tables.describe(main.table)
+        # dagster/row_count is the table's size (the UI's badge); what this run wrote is
+        # rows_written; per-partition figures come from the asset (add_asset_metadata).
         metadata: dict[str, Any] = {
             "rows_written": MetadataValue.int(int(results[main.table].rows_written)),
-            "dagster/row_count": MetadataValue.int(int(results[main.table].rows_written)),
+            **({"dagster/row_count": MetadataValue.int(int(described["num_rows"]))}
+               if described.get("num_rows") is not None else {}),
             "table_version": MetadataValue.int(int(described.get("version") or 0)),
             "table_path": MetadataValue.path(described.get("path", "")),
             "table_files": MetadataValue.int(int(described.get("num_files") or 0)),
@@ -250,6 +287,20 @@ class ManifestIOManager(ConfigurableIOManager):
                 metadata[f"{table}_rows_written"] = MetadataValue.int(int(result.rows_written))
         metadata.update(obj.metadata)
         context.add_output_metadata(metadata)
+        for table, result in results.items():
+            if table in STATE_TABLES:
+                context.log_event(self._table_observation(table, result))
+        if obj.completes:
+            context.log_event(manifest_observation(self.warehouse.manifest))
+
+    def _table_observation(self, table: str, result: WriteResult) -> AssetObservation:
+        """A state table the step wrote, as the catalog shows it: its size and this write."""
+        described = self.warehouse.tables.describe(table)
+        return AssetObservation(table, metadata={
+            "rows_written": MetadataValue.int(int(result.rows_written)),
+            **({"dagster/row_count": MetadataValue.int(int(described["num_rows"]))}
+               if described.get("num_rows") is not None else {}),
+            "table_version": MetadataValue.int(int(described.get("version") or 0))})
 
     def load_input(self, context: InputContext):
         """The upstream table's rows for exactly the mapped upstream partition range."""

@@ -18,7 +18,9 @@ from resources.tables import TableStore, table_store
 
 
 class WarehouseResource(ConfigurableResource):
-    """Settings, tables and manifest for one warehouse."""
+    """Settings, tables and manifest for one warehouse. A field left empty here takes its value
+    from INCREMENTAL_<NAME> or the default; every materialization's `settings` metadata shows
+    the values its run used."""
 
     pyspark: ResourceDependency[SparkResource]
     start_date: Optional[str] = None

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from dagster import MetadataValue, TableColumn, TableSchema
+from dagster import MetadataValue, TableColumn, TableRecord, TableSchema
 
 from incremental_assets.names import RUN_LIMITS_TAG, RUN_STATE_TAG
+from incremental_assets.settings import Settings
 
 
-def run_state_metadata(context) -> dict[str, Any]:
-    """The run's state and limits in words, as the sensor or CLI that launched it described them."""
+def run_state_metadata(context, settings: Settings) -> dict[str, Any]:
+    """The run's state and limits in words, as the sensor or CLI that launched it described them,
+    and the settings it ran with (environment, defaults and resource config resolved)."""
     tags = context.run.tags
     keys = context.partition_keys if context.has_partition_key_range or context.has_partition_key else []
     if RUN_LIMITS_TAG in tags:
@@ -19,9 +21,46 @@ def run_state_metadata(context) -> dict[str, Any]:
         text = f"Manual run: partitions {keys[0]} to {keys[-1]} ({len(keys)} partitions)"
     else:
         text = "Manual run"
-    return {"run_limits": MetadataValue.md(text), "run_state": tags.get(RUN_STATE_TAG, "MANUAL")}
+    return {"run_limits": MetadataValue.md(text), "run_state": tags.get(RUN_STATE_TAG, "MANUAL"),
+            "settings": MetadataValue.json(settings.describe()), "rules_digest": settings.rules_digest()}
+
+
+# What the modeled tables' own columns mean (docs/rules.md); atomic columns keep Snowplow's names.
+COLUMN_DESCRIPTIONS = {
+    "event_id": "The event's id: one row per event (the first-loaded copy wins).",
+    "load_tstamp": "When the loader wrote the row: the load hour partitions follow it.",
+    "load_date": "load_tstamp's UTC day (storage partition).",
+    "domain_sessionid": "The session (Snowplow's client-side session id).",
+    "domain_userid": "The user (Snowplow's first-party cookie id).",
+    "event_date": "The event's UTC day (derived_tstamp): the daily partitions follow it.",
+    "start_tstamp": "The session's first event (derived_tstamp).",
+    "end_tstamp": "The session's last event within start + max_session_days.",
+    "event_count": "Events of the session within start + max_session_days.",
+    "first_load_tstamp": "When the session's first event was loaded.",
+    "last_load_tstamp": "When the session's latest kept event was loaded.",
+    "is_quarantined": "Longer than max_session_days: later events are left out of filtered_events.",
+    "quarantined_at": "Load time of the session's first event past start + max_session_days.",
+    "events": "Filtered events of the user that day.",
+    "sessions": "Distinct sessions of the user that day.",
+    "session_ids": "Those sessions' ids (sorted): distinct counts over many days come from them.",
+    "revenue": "Sum of tr_total of the day's transactions.",
+    "attributes_as_of": "The day the last-N-days metrics are counted back from.",
+    "days_active": "Event days with at least one filtered event.",
+}
 
 
 def schema_metadata(df) -> dict[str, Any]:
-    columns = [TableColumn(name=f.name, type=f.dataType.simpleString()) for f in df.schema.fields]
+    columns = [TableColumn(name=f.name, type=f.dataType.simpleString(), description=COLUMN_DESCRIPTIONS.get(f.name))
+               for f in df.schema.fields]
     return {"dagster/column_schema": TableSchema(columns=columns)}
+
+
+PREVIEW_ROWS = 20
+
+
+def preview_metadata(df) -> dict[str, Any]:
+    """The first rows of a (small) DataFrame as a table in the materialization."""
+    rows = [TableRecord({k: (v if isinstance(v, (int, float, bool)) or v is None else str(v))
+                         for k, v in row.asDict().items()}) for row in df.limit(PREVIEW_ROWS).collect()]
+    schema = TableSchema(columns=[TableColumn(name=f.name, type=f.dataType.simpleString()) for f in df.schema.fields])
+    return {"preview": MetadataValue.table(rows, schema=schema)}

@@ -6,10 +6,16 @@ recoverable (see there).
 
 from datetime import date, datetime, timezone
 
-from dagster import AssetDep, AssetExecutionContext, AssetKey, asset
+from dagster import AssetDep, AssetExecutionContext, AssetKey, MetadataValue, asset
 
 from incremental_assets.assets.common import run_state_metadata, schema_metadata
-from incremental_assets.daily_steps import aggregate_days, attributes_update
+from incremental_assets.daily_steps import (
+    DayFigures,
+    aggregate_days,
+    attributes_update,
+    figures_by_day,
+    last_event_day,
+)
 from incremental_assets.names import (
     AS_OF_TAG,
     ATTRIBUTES,
@@ -18,7 +24,7 @@ from incremental_assets.names import (
     FILTERED_EVENTS,
     USERS_TO_REFRESH,
 )
-from incremental_assets.partitions import LOAD_SETTINGS, daily_partitions, filtered_hours_of_day, single_run
+from incremental_assets.partitions import LOAD_SETTINGS, daily_partitions, day_key, filtered_hours_of_day, single_run
 from resources.manifest_io_manager import TableOutput, TableWrite, claimed
 from resources.warehouse import WarehouseResource
 
@@ -41,12 +47,30 @@ def daily_aggregates(context: AssetExecutionContext, warehouse: WarehouseResourc
     first_day, end_day = window.start.date(), window.end.date()
     with claimed(context, warehouse, [DAILY_AGGREGATES]) as claim:
         results = aggregate_days(warehouse, first_day, end_day, context.run_id)
+        _add_day_metadata(context, figures_by_day(warehouse, results, first_day, end_day))
         return TableOutput(
             df=results.daily, claim=claim, cached=[results.daily],
             before=[TableWrite(USERS_TO_REFRESH, results.users_to_refresh, "append")],
             markers=[TableWrite(DAILY_MANIFEST, results.ledger, "replace_range", range_column="event_date")],
-            metadata={**run_state_metadata(context), **schema_metadata(results.daily)},
+            metadata={**run_state_metadata(context, warehouse.settings), **schema_metadata(results.daily)},
             payload={"days": f"{first_day}..{date.fromordinal(end_day.toordinal() - 1)}"})
+
+
+def _add_day_metadata(context: AssetExecutionContext, figures: dict[date, DayFigures]) -> None:
+    """Each event day's own numbers on its partition, and one summary line in the run's log."""
+    by_key = {day_key(day): figure for day, figure in figures.items()}
+    for key in context.partition_keys:
+        figure = by_key.get(key, DayFigures())
+        context.add_asset_metadata({
+            "dagster/partition_row_count": MetadataValue.int(figure.rows),
+            "rows_aggregated": MetadataValue.int(figure.rows_aggregated),
+            "rows_pending_before": MetadataValue.int(figure.pending_before),
+            "rows_unaccounted_before": MetadataValue.int(figure.unaccounted_before),
+            "rebuilt_because": MetadataValue.text(figure.reason),
+        }, partition_key=key)
+    context.log.info(f"event days {context.partition_keys[0]} .. {context.partition_keys[-1]}: "
+                     f"{sum(f.rows for f in figures.values())} daily rows from "
+                     f"{sum(f.rows_aggregated for f in figures.values())} filtered rows")
 
 
 def attributes_as_of(context: AssetExecutionContext, warehouse: WarehouseResource) -> date:
@@ -72,8 +96,22 @@ def attributes(context: AssetExecutionContext, warehouse: WarehouseResource) -> 
         update = attributes_update(warehouse, as_of, warehouse.settings.run_type)
         after = [TableWrite(USERS_TO_REFRESH, None, "delete", key="append_id", keys=update.consumed)] \
             if update.consumed else []
+        last_day = last_event_day(warehouse)
+        context.log.info(f"attributes as of {as_of}: {update.how}")
         return TableOutput(df=update.rows, claim=claim, write="overwrite" if update.full else None,
                            keys=update.keys, after=after, metadata={
-                               **run_state_metadata(context), **schema_metadata(update.rows),
+                               **run_state_metadata(context, warehouse.settings), **schema_metadata(update.rows),
                                "attributes_as_of": str(as_of), "run_type": warehouse.settings.run_type,
-                               "how": update.how})
+                               "how": update.how, "last_event_day": str(last_day),
+                               **as_of_warning(context, as_of, last_day)})
+
+
+def as_of_warning(context: AssetExecutionContext, as_of: date, last_day: date | None) -> dict:
+    """Flag an as-of day past the data: every last-N-days metric then counts days with no data."""
+    if last_day is None or (as_of - last_day).days <= 1:
+        return {"as_of_after_last_event_day": False}
+    text = (f"attributes_as_of {as_of} is {(as_of - last_day).days} days after the last event day "
+            f"{last_day}: the last-N-days metrics count days without data (set INCREMENTAL_ATTRIBUTES_AS_OF "
+            "to the data's last day, or run `incremental-assets run --until` at a time within the data)")
+    context.log.warning(text)
+    return {"as_of_after_last_event_day": True, "as_of_warning": MetadataValue.md(f"**Warning:** {text}")}

@@ -8,10 +8,12 @@ counts); once the manifest records them PROCESSED, the hours' ledger rows, the c
 next run needs to redo it (see `hourly_step`).
 """
 
-from dagster import AssetExecutionContext, AssetKey, AssetOut, Output, multi_asset
+from datetime import datetime
 
-from incremental_assets.assets.common import run_state_metadata, schema_metadata
-from incremental_assets.hourly_step import compute, filtered_counts, processed_hours
+from dagster import AssetExecutionContext, AssetKey, AssetOut, MetadataValue, Output, multi_asset
+
+from incremental_assets.assets.common import preview_metadata, run_state_metadata, schema_metadata
+from incremental_assets.hourly_step import HourFigures, compute, figures_by_hour, filtered_counts, processed_hours
 from incremental_assets.names import (
     BASE_EVENTS,
     EVENT_COPIES,
@@ -24,8 +26,9 @@ from incremental_assets.names import (
     REJECTED_EVENTS,
     RUN_LIMITS_TAG,
     SESSIONS_TO_REFILTER,
+    SOURCE_EVENTS,
 )
-from incremental_assets.partitions import hourly_partitions, single_run
+from incremental_assets.partitions import hour_key, hourly_partitions, single_run
 from resources.manifest_io_manager import TableOutput, TableWrite, claimed
 from resources.warehouse import WarehouseResource
 
@@ -54,7 +57,9 @@ def _out(description: str, **metadata) -> AssetOut:
                               table=FILTERED_EVENTS, write="replace", range_column="load_tstamp",
                               partition_by=["event_date"]),
     },
+    deps=[SOURCE_EVENTS],
     internal_asset_deps={
+        BASE_EVENTS: {AssetKey(SOURCE_EVENTS)},
         LIFECYCLE: {AssetKey(BASE_EVENTS)},
         QUARANTINED: {AssetKey(LIFECYCLE)},
         FILTERED_EVENTS: {AssetKey(BASE_EVENTS), AssetKey(LIFECYCLE), AssetKey(QUARANTINED)},
@@ -67,7 +72,8 @@ def hourly_assets(context: AssetExecutionContext, warehouse: WarehouseResource):
     window = context.partition_time_window
     with claimed(context, warehouse, HOURLY_ASSETS) as claim:
         results = compute(warehouse, window.start, window.end)
-        state = run_state_metadata(context)
+        _add_hour_metadata(context, figures_by_hour(results))
+        state = run_state_metadata(context, warehouse.settings)
         payload = {"load_window_start": window.start.isoformat(), "load_window_end": window.end.isoformat(),
                    "limits": context.run.tags.get(RUN_LIMITS_TAG, "manual run")}
         yield Output(TableOutput(results.kept, claim, completes=False, rows=[results.dominated], before=[
@@ -78,7 +84,8 @@ def hourly_assets(context: AssetExecutionContext, warehouse: WarehouseResource):
         queue = [TableWrite(SESSIONS_TO_REFILTER, results.to_refilter, "append")] if results.changed.values else []
         yield Output(TableOutput(results.lifecycle, claim, completes=False, keys=results.touched, before=queue,
                                  metadata={**state, **results.facts}), output_name=LIFECYCLE)
-        yield Output(TableOutput(results.quarantined, claim, completes=False, keys=results.touched, metadata=state),
+        yield Output(TableOutput(results.quarantined, claim, completes=False, keys=results.touched,
+                                 metadata={**state, **preview_metadata(results.quarantined)}),
                      output_name=QUARANTINED)
         refiltered = [TableWrite(SESSIONS_TO_REFILTER, None, "delete", key="append_id", keys=results.refiltered)] \
             if results.refiltered else []
@@ -91,5 +98,28 @@ def hourly_assets(context: AssetExecutionContext, warehouse: WarehouseResource):
             markers=[TableWrite(PROCESSED_HOURS, lambda: processed_hours(warehouse, results, context.run_id),
                                 "replace_range", range_column="load_hour_tstamp")]),
             output_name=FILTERED_EVENTS)
+
+
+def _add_hour_metadata(context: AssetExecutionContext, figures: dict[datetime, HourFigures]) -> None:
+    """Each load hour's own numbers on its partition (the run's totals are on every partition
+    under other names), and one summary line in the run's log."""
+    by_key = {hour_key(hour): figure for hour, figure in figures.items()}
+    for key in context.partition_keys:
+        figure = by_key.get(key, HourFigures())
+        context.add_asset_metadata({
+            "dagster/partition_row_count": MetadataValue.int(figure.kept),
+            "rejected_rows": MetadataValue.int(sum(figure.rejected.values())),
+            "rejected_by_reason": MetadataValue.json(dict(sorted(figure.rejected.items()))),
+        }, asset_key=BASE_EVENTS, partition_key=key)
+        context.add_asset_metadata({
+            "dagster/partition_row_count": MetadataValue.int(sum(figure.filtered.values())),
+            "rows_by_event_day": MetadataValue.json({str(day): n for day, n in sorted(figure.filtered.items())}),
+        }, asset_key=FILTERED_EVENTS, partition_key=key)
+    totals = list(figures.values())
+    context.log.info(
+        f"load hours {context.partition_keys[0]} .. {context.partition_keys[-1]}: "
+        f"{sum(f.kept for f in totals)} events kept, {sum(sum(f.rejected.values()) for f in totals)} rejected, "
+        f"{sum(sum(f.filtered.values()) for f in totals)} filtered rows of these hours")
+
 
 HOURLY_ASSET_DEFS = [hourly_assets]

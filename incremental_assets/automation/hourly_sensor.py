@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 
 from dagster import (
     AssetKey,
+    AssetObservation,
     DagsterRunStatus,
     DefaultSensorStatus,
     RunRequest,
@@ -24,6 +25,7 @@ from dagster._core.execution.backfill import BulkActionStatus  # not exported at
 
 from incremental_assets.automation.jobs import hourly_job
 from incremental_assets.names import (
+    DATA_VERSION_TAG,
     HOURLY_ASSETS,
     RANGE_END_TAG,
     RANGE_START_TAG,
@@ -31,9 +33,10 @@ from incremental_assets.names import (
     RUN_KEY_TAG,
     RUN_LIMITS_TAG,
     RUN_STATE_TAG,
+    SOURCE_EVENTS,
     SOURCE_VERSION_TAG,
 )
-from incremental_assets.partitions import LOAD_SETTINGS, hour_keys, hours_between
+from incremental_assets.partitions import LOAD_SETTINGS, hour_key, hour_keys, hours_between
 from incremental_assets.progress import first_load_hour, plan_load_hours
 from incremental_assets.settings import parse_utc_datetime
 from incremental_assets.sources.load_hours import source_snapshot
@@ -96,7 +99,15 @@ def hourly_run_request(warehouse: WarehouseResource, *, now: datetime, instance)
         RANGE_START_TAG: first, RANGE_END_TAG: last, RUN_STATE_TAG: plan.state.name,
         RUN_LIMITS_TAG: plan.limits(start, end).describe(), REASON_TAG: plan.reason(),
         SOURCE_VERSION_TAG: str(snapshot.version),
-    })])
+    })], asset_events=source_observations(snapshot, start, end))
+
+
+def source_observations(snapshot, start: datetime, end: datetime) -> list[AssetObservation]:
+    """The source's load hours the run will process, each observed with its fingerprint as its
+    data version (an hour whose files change gets a new one)."""
+    return [AssetObservation(SOURCE_EVENTS, partition=hour_key(hour), tags={DATA_VERSION_TAG: fingerprint},
+                             metadata={"fingerprint": fingerprint, "source_version": str(snapshot.version)})
+            for hour in hours_between(start, end) if (fingerprint := snapshot.fingerprints.get(hour))]
 
 
 @sensor(

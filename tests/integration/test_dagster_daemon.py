@@ -9,6 +9,7 @@ Every process started here is stopped at the end, whatever happens (runs still i
 are stopped with them: the test's warehouse is thrown away).
 """
 
+import json
 import os
 import signal
 import socket
@@ -204,6 +205,59 @@ def launch_backfill(port: int, first: str, last: str) -> str:
     return result["backfillId"]
 
 
+MATERIALIZATION = """query($key: AssetKeyInput!, $partitions: [String!]) { assetOrError(assetKey: $key) {
+  ... on Asset { assetMaterializations(partitions: $partitions, limit: 1) { partition runId metadataEntries {
+    label ... on IntMetadataEntry { intValue } ... on JsonMetadataEntry { jsonString }
+    ... on TextMetadataEntry { text } ... on BoolMetadataEntry { boolValue } } } } } }"""
+OBSERVATION = """query($key: AssetKeyInput!, $partitions: [String!]) { assetOrError(assetKey: $key) {
+  ... on Asset { assetObservations(partitions: $partitions, limit: 1) { partition tags { key value }
+    metadataEntries { label ... on IntMetadataEntry { intValue } ... on TextMetadataEntry { text } } } } } }"""
+CHECK_EXECUTIONS = """query($key: AssetKeyInput!, $check: String!, $partition: String) {
+  assetCheckExecutions(assetKey: $key, checkName: $check, partition: $partition, limit: 5) {
+    runId status partition evaluation { partition success metadataEntries {
+      label ... on IntMetadataEntry { intValue } } } } }"""
+
+
+def _entry_value(entry: dict):
+    if "jsonString" in entry:
+        return json.loads(entry["jsonString"])
+    return next((entry[k] for k in ("intValue", "text", "boolValue") if k in entry), None)
+
+
+def ui_metadata(port: int, asset: str, partition: str | None = None) -> dict:
+    """The metadata the UI shows for the asset's (partition's) latest materialization."""
+    data = graphql(port, MATERIALIZATION, {"key": {"path": [asset]},
+                                           "partitions": [partition] if partition else None})
+    (event,) = data["assetOrError"]["assetMaterializations"]
+    assert event["partition"] == partition
+    return {e["label"]: _entry_value(e) for e in event["metadataEntries"]}
+
+
+def ui_observation(port: int, asset: str, partition: str | None = None) -> tuple[dict, dict]:
+    """The tags and metadata of the asset's (partition's) latest observation, as the UI shows them."""
+    data = graphql(port, OBSERVATION, {"key": {"path": [asset]}, "partitions": [partition] if partition else None})
+    (event,) = data["assetOrError"]["assetObservations"]
+    return ({t["key"]: t["value"] for t in event["tags"]},
+            {e["label"]: _entry_value(e) for e in event["metadataEntries"]})
+
+
+def ui_check_executions(port: int, asset: str, check: str, partition: str) -> list[dict]:
+    return graphql(port, CHECK_EXECUTIONS, {"key": {"path": [asset]}, "check": check,
+                                            "partition": partition})["assetCheckExecutions"]
+
+
+def settled(instance, quiet_seconds: float = 45) -> bool:
+    """No run in flight, and none launched or finished for longer than the sensors' interval (30 s)."""
+    from dagster import DagsterRunStatus, RunsFilter
+
+    busy = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
+            DagsterRunStatus.STARTED]
+    if instance.get_runs(filters=RunsFilter(statuses=busy)):
+        return False
+    last_change = max((r.end_time or r.start_time or 0 for r in instance.get_run_records()), default=0)
+    return time.time() - last_change > quiet_seconds
+
+
 def runs_of(instance, job_name: str, status=None, tags=None):
     from dagster import RunsFilter
 
@@ -243,11 +297,34 @@ def test_a_graphql_backfill_then_the_sensors_in_the_daemon(deployment, events, m
         assert backfill_run.tags["dagster/asset_partition_range_start"] == hour_key(0)  # one run: single_run
         assert instance.get_materialized_partitions(AssetKey("filtered_events")) >= {hour_key(h) for h in range(6)}
         record = instance.fetch_materializations(AssetKey("base_events"), limit=1).records[0]
-        assert {"rows_written", "table_version", "run_limits"} <= set(record.asset_materialization.metadata)
+        assert {"rows_written", "table_version", "run_limits", "settings"} <= set(record.asset_materialization.metadata)
         base = read_pandas(warehouse / "base_events", ["event_id", "load_tstamp"])
         # Every backfilled hour holds valid loads (the sample was chosen so): the first is in base_events.
         assert base.event_id.is_unique and base.load_tstamp.min() < hour(1)
         assert read_table(warehouse / "filtered_events").num_rows > 0
+
+        # What the UI shows for one hour of the ranged backfill run is that hour's, equal to the
+        # tables (later runs only add hours after the backfill's): rows, rejected rows by
+        # reason, filtered rows by event day, the event_id check's own result for the hour.
+        for h in (0, 3):
+            key, start, end = hour_key(h), hour(h), hour(h + 1)
+            shown = ui_metadata(port, "base_events", key)
+            in_hour = base[(base.load_tstamp >= start) & (base.load_tstamp < end)]
+            assert shown["dagster/partition_row_count"] == len(in_hour) > 0
+            assert shown["rows_written"] == len(base)  # the run's total, under its own name
+            rejected = read_pandas(warehouse / "rejected_events", ["load_hour_tstamp", "reject_reason"])
+            rejected = rejected[rejected.load_hour_tstamp == start].reject_reason.value_counts().to_dict()
+            assert shown["rejected_by_reason"] == rejected and shown["rejected_rows"] == sum(rejected.values())
+            filtered = read_pandas(warehouse / "filtered_events", ["load_tstamp", "event_date"])
+            filtered = filtered[(filtered.load_tstamp >= start) & (filtered.load_tstamp < end)]
+            by_day = {str(d): n for d, n in filtered.event_date.value_counts().items()}
+            shown = ui_metadata(port, "filtered_events", key)
+            assert shown["rows_by_event_day"] == by_day
+            assert shown["dagster/partition_row_count"] == len(filtered)
+            (execution,) = ui_check_executions(port, "base_events", "event_id_unique", key)
+            assert execution["status"] == "SUCCEEDED" and execution["evaluation"]["partition"] == key
+            checked = {e["label"]: e.get("intValue") for e in execution["evaluation"]["metadataEntries"]}
+            assert checked["rows_checked"] == len(in_hour) and checked["duplicate_event_ids"] == 0
 
         # Meanwhile late_days_sensor planned the backfill's event days ...
         # (from the daily ledger: every event day with rows neither aggregated nor pending).
@@ -263,6 +340,33 @@ def test_a_graphql_backfill_then_the_sensors_in_the_daemon(deployment, events, m
         assert run.tags["dagster/asset_partition_range_end"] >= hour_key(8)
         assert run.tags["incremental/run_state"] == "STANDARD"
         assert "new data" in run.tags["incremental/reason"]
+
+        # The source's hours the sensor launched are observed, each with its fingerprint as its
+        # data version (lineage starts at the events).
+        from incremental_assets.sources.load_hours import source_snapshot
+
+        fingerprints = source_snapshot(str(source), hour(6), hour(9)).fingerprints
+        tags, _ = ui_observation(port, "atomic_events", hour_key(6))
+        assert tags["dagster/data_version"] == fingerprints[hour(6)]
+
+        # Once every run is done: each day's numbers and the tables' totals equal the tables.
+        wait_for("every run to finish, and no new one for a sensor interval", lambda: settled(instance), processes,
+                 every=1)
+        daily = read_pandas(warehouse / "daily_aggregates", ["event_date", "domain_userid"])
+        ledger = read_pandas(warehouse / "daily_aggregation_manifest", ["event_date", "rows_aggregated"])
+        day = min(daily.event_date)
+        shown = ui_metadata(port, "daily_aggregates", day.isoformat())
+        assert shown["dagster/partition_row_count"] == (daily.event_date == day).sum() > 0
+        assert shown["rows_aggregated"] == ledger[ledger.event_date == day].rows_aggregated.sum()
+        assert shown["rebuilt_because"]
+        for asset in ("base_events", "daily_aggregates"):
+            latest = instance.fetch_materializations(AssetKey(asset), limit=1).records[0].asset_materialization
+            assert latest.metadata["dagster/row_count"].value == read_table(warehouse / asset).num_rows
+        # The state tables are in the catalog, observed by the steps that wrote them.
+        _, rejected = ui_observation(port, "rejected_events")
+        assert rejected["dagster/row_count"] == read_table(warehouse / "rejected_events").num_rows
+        _, manifest = ui_observation(port, "processing_manifest")
+        assert manifest["locked_items"] == 0 and manifest["fail_locked_items"] == 0
     finally:
         processes.stop()
     assert all(proc.poll() is not None for _, proc, _ in processes.started)

@@ -132,6 +132,16 @@ def test_new_hours_run_once_and_hours_whose_files_change_run_again_however_old(e
     assert hours_of(rerun) == (key(at(1)), key(at(1)))
     assert "changed in 1 hour(s) from 2026-01-05-01:00" in rerun.run_requests[0].tags["incremental/reason"]
 
+    # The source asset is observed for the hours each request launches, the hour's
+    # fingerprint its data version: the hour whose files changed has a new one.
+    def versions(result) -> dict[str, str]:
+        return {e.partition: e.tags["dagster/data_version"] for e in result.asset_events
+                if e.asset_key.path == ["atomic_events"]}
+
+    assert sorted(versions(first)) == [key(at(h)) for h in range(4)]
+    assert list(versions(rerun)) == [key(at(1))]
+    assert versions(rerun)[key(at(1))] != versions(first)[key(at(1))]
+
 
 def test_a_gap_left_by_hours_processed_by_hand_is_run(env, monkeypatch):
     source, instance = env

@@ -7,9 +7,14 @@ def test_definitions_load_with_the_six_assets_and_three_jobs():
     from incremental_assets.definitions import defs
 
     graph = defs.resolve_asset_graph()
-    names = {key.path[-1] for key in graph.get_all_asset_keys()}
+    names = {key.path[-1] for key in graph.materializable_asset_keys}
     assert names == {"base_events", "sessions_lifecycle_manifest", "quarantined_sessions",
                      "filtered_events", "daily_aggregates", "attributes"}
+    # The source and the state tables are in the catalog, not materialized by any step; the
+    # lineage starts at the source.
+    external = {key.path[-1] for key in graph.get_all_asset_keys()} - names
+    assert external == {"atomic_events", "rejected_events", "daily_aggregation_manifest", "processing_manifest"}
+    assert graph.get(AssetKey("base_events")).parent_keys == {AssetKey("atomic_events")}
     for name in ("hourly_job", "daily_job", "attributes_job", "manifest_admin_job"):
         assert defs.resolve_job_def(name) is not None
     sensors = {s.name: s for s in defs.sensors}
