@@ -12,6 +12,8 @@ launched on its own (the asset's Checks tab) it looks at the whole table.
   rows aggregated + rows pending = filtered rows (filtered_events_counts against
   daily_aggregation_manifest, read with delta-rs). Runs in attributes_job, after a plan's
   days are rebuilt; a day planned but not yet rebuilt would fail it in between.
+- `columns_unchanged` (the source, severity WARN; in hourly_job): its columns as the hourly
+  sensor last observed them against the previous source version's.
 - `no_stale_locks` (every asset, severity WARN): no manifest item of the asset held by a
   PROCESSING lock older than `max_lock_age_hours`.
 """
@@ -35,7 +37,7 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from incremental_assets.ledger import rows_accounted_for
-from incremental_assets.names import ALL_ASSETS, PARTITION_TAG, RANGE_END_TAG, RANGE_START_TAG
+from incremental_assets.names import ALL_ASSETS, PARTITION_TAG, RANGE_END_TAG, RANGE_START_TAG, SOURCE_EVENTS
 from incremental_assets.partitions import hourly_partitions
 from incremental_assets.planning.processing_manifest import ItemStatus
 from resources.manifest import lock_age, split_item_id
@@ -245,6 +247,52 @@ def no_stale_locks(context: AssetCheckExecutionContext, warehouse: WarehouseReso
                                            f"{warehouse.settings.max_lock_age_hours} h")
 
 
+# -- source: its columns did not change ------------------------------------------------------
+
+# Observations read to find the previous source version (each request observes its hours).
+OBSERVATIONS_SCANNED = 1000
+
+
+def column_changes(before: dict[str, str], after: dict[str, str]) -> dict[str, list[str]]:
+    """Columns added, removed and retyped between two schemas (name -> type)."""
+    return {"added": sorted(after.keys() - before.keys()), "removed": sorted(before.keys() - after.keys()),
+            "retyped": sorted(f"{name}: {before[name]} -> {after[name]}" for name in before.keys() & after.keys()
+                              if before[name] != after[name])}
+
+
+def observed_schemas(instance) -> tuple[dict[str, str], dict[str, str]] | None:
+    """The source's columns at the latest observed version and at the latest earlier version
+    whose columns were observed; None until two versions were observed."""
+    records = instance.fetch_observations(AssetKey(SOURCE_EVENTS), limit=OBSERVATIONS_SCANNED).records
+    observed = [(r.asset_observation.metadata.get("source_version"), r.asset_observation.metadata.get("columns"))
+                for r in records]
+    observed = [(version.value, columns.value) for version, columns in observed if version and columns]
+    if not observed:
+        return None
+    latest_version, latest = observed[0]
+    earlier = next((columns for version, columns in observed if version != latest_version), None)
+    return None if earlier is None else (earlier, latest)
+
+
+@asset_check(asset=SOURCE_EVENTS, name="columns_unchanged",
+             description="The source's columns (name and type, from its Delta schema as hourly_load_sensor "
+                         "observed it) are those of the previous source version it observed: a warning names "
+                         "the columns added, removed or retyped.")
+def source_columns_unchanged(context: AssetCheckExecutionContext) -> AssetCheckResult:
+    schemas = observed_schemas(context.instance)
+    if schemas is None:
+        return AssetCheckResult(passed=True, description="fewer than two source versions observed yet",
+                                metadata={"columns_added": 0, "columns_removed": 0, "columns_retyped": 0})
+    changes = column_changes(*schemas)
+    metadata = {f"columns_{kind}": MetadataValue.int(len(names)) for kind, names in changes.items()}
+    if any(changes.values()):
+        metadata["changes"] = MetadataValue.json(changes)
+    return AssetCheckResult(passed=not any(changes.values()), severity=AssetCheckSeverity.WARN, metadata=metadata,
+                            description="; ".join(f"{kind}: {', '.join(names)}" for kind, names in changes.items()
+                                                  if names) or "same columns as the previous version")
+
+
 DAILY_INVARIANT = daily_rows_accounted_for
-CHECKS = [base_events_event_id_unique, filtered_events_event_id_unique, sessions_end_after_start,
+SOURCE_CHECK = source_columns_unchanged
+CHECKS = [source_columns_unchanged, base_events_event_id_unique, filtered_events_event_id_unique, sessions_end_after_start,
           daily_rows_accounted_for, no_stale_locks]

@@ -14,11 +14,14 @@ from dagster import (
     AssetObservation,
     DagsterRunStatus,
     DefaultSensorStatus,
+    MetadataValue,
     RunRequest,
     RunsFilter,
     SensorEvaluationContext,
     SensorResult,
     SkipReason,
+    TableColumn,
+    TableSchema,
     sensor,
 )
 from dagster._core.execution.backfill import BulkActionStatus  # not exported at top level
@@ -105,8 +108,12 @@ def hourly_run_request(warehouse: WarehouseResource, *, now: datetime, instance)
 def source_observations(snapshot, start: datetime, end: datetime) -> list[AssetObservation]:
     """The source's load hours the run will process, each observed with its fingerprint as its
     data version (an hour whose files change gets a new one)."""
+    columns = {"columns": MetadataValue.json(snapshot.columns),
+               "dagster/column_schema": TableSchema(columns=[TableColumn(name, kind)
+                                                             for name, kind in snapshot.columns.items()])} \
+        if snapshot.columns else {}
     return [AssetObservation(SOURCE_EVENTS, partition=hour_key(hour), tags={DATA_VERSION_TAG: fingerprint},
-                             metadata={"fingerprint": fingerprint, "source_version": str(snapshot.version)})
+                             metadata={"fingerprint": fingerprint, "source_version": str(snapshot.version), **columns})
             for hour in hours_between(start, end) if (fingerprint := snapshot.fingerprints.get(hour))]
 
 

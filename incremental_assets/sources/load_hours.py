@@ -35,6 +35,7 @@ class SourceSnapshot:
     path: str
     version: int | None
     fingerprints: dict[datetime, str]
+    columns: dict[str, str] | None = None  # name -> type, from the Delta schema (None for Parquet)
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,8 @@ def source_snapshot(path: str, since: datetime, until: datetime) -> SourceSnapsh
     None when there is no table at `path`."""
     if DeltaTable.is_deltatable(path):
         table = DeltaTable(path)
-        return SourceSnapshot(path, table.version(), _fingerprints(_delta_files(table), since, until))
+        columns = {field.name: str(field.type) for field in pa.schema(table.schema().to_arrow())}
+        return SourceSnapshot(path, table.version(), _fingerprints(_delta_files(table), since, until), columns)
     files = _parquet_files(path)
     if files is None:
         return None

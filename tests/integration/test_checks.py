@@ -166,3 +166,34 @@ def test_a_check_in_a_run_looks_at_the_run_partitions():
     assert checks.run_window(single, daily_partitions)[1] == datetime(2026, 1, 6, tzinfo=utc)
     assert checks.run_window(single, hourly_partitions) is None  # not an hourly key: whole table
     assert checks.run_window(_Context({}), hourly_partitions) is None
+
+
+def test_a_column_change_in_the_source_is_a_warning_naming_the_columns():
+    from dagster import AssetObservation, DagsterInstance
+
+    def observe(instance, version: int, columns: dict[str, str], hours=(0, 1)):
+        for h in hours:  # what hourly_load_sensor records for each hour it launches
+            instance.report_runless_asset_event(AssetObservation(
+                "atomic_events", partition=f"2026-01-05-0{h}:00",
+                metadata={"source_version": str(version), "columns": columns, "fingerprint": f"f{version}{h}"}))
+
+    def result(instance):
+        return checks.source_columns_unchanged(build_asset_check_context(instance=instance))
+
+    with DagsterInstance.ephemeral() as instance:
+        assert result(instance).passed  # nothing observed yet
+        v1 = {"event_id": "string", "load_tstamp": "timestamp[us, tz=UTC]", "tr_total": "double"}
+        observe(instance, 1, v1)
+        assert result(instance).passed and "fewer than two" in result(instance).description
+        observe(instance, 2, v1, hours=(2,))  # a new version, same columns
+        assert result(instance).passed
+        v3 = {"event_id": "string", "load_tstamp": "timestamp[us, tz=UTC]", "tr_total": "decimal(18, 2)",
+              "new_col": "string"}
+        observe(instance, 3, v3, hours=(3, 4))
+        changed = result(instance)
+        assert not changed.passed and changed.severity is AssetCheckSeverity.WARN
+        assert values(changed)["changes"] == {"added": ["new_col"], "removed": [],
+                                              "retyped": ["tr_total: double -> decimal(18, 2)"]}
+        assert values(changed)["columns_added"] == 1 and values(changed)["columns_retyped"] == 1
+        observe(instance, 4, {"event_id": "string"}, hours=(5,))
+        assert values(result(instance))["changes"]["removed"] == ["load_tstamp", "new_col", "tr_total"]

@@ -141,6 +141,9 @@ def test_new_hours_run_once_and_hours_whose_files_change_run_again_however_old(e
     assert sorted(versions(first)) == [key(at(h)) for h in range(4)]
     assert list(versions(rerun)) == [key(at(1))]
     assert versions(rerun)[key(at(1))] != versions(first)[key(at(1))]
+    # With the source's columns (from its Delta schema), for the columns_unchanged check.
+    columns = first.asset_events[0].metadata["columns"].value
+    assert columns["load_tstamp"].startswith("timestamp") and "event_id" in columns
 
 
 def test_a_gap_left_by_hours_processed_by_hand_is_run(env, monkeypatch):
