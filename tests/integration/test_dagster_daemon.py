@@ -21,15 +21,14 @@ from pathlib import Path
 
 import pytest
 import requests
-from deltalake import DeltaTable
 
 from tests.delta_reads import read_pandas, read_table
+from tests.live import HOURLY, launch_backfill, moved_in_time, settled, write_loads
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.clock]
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-HOURLY = ["base_events", "sessions_lifecycle_manifest", "quarantined_sessions", "filtered_events"]
 SPARK_CONF = "spark.master=local[1];spark.ui.enabled=false;spark.sql.shuffle.partitions=1;spark.driver.memory=1g"
 # The daemon's sensor takes its clock from INCREMENTAL_SENSOR_CLOCK: NOW, by default a fixed
 # noon, or the time TEST_CLOCK names (`make test-clocks` runs this module at 00:05 and 12:05).
@@ -86,38 +85,12 @@ def deployment(tmp_path):
             "warehouse": tmp_path / "warehouse", "source": tmp_path / "source"}
 
 
-def moved_in_time(events, delta: timedelta):
-    """Every timestamp of every event moved by `delta` (whole seconds), load_date recomputed."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import TimestampType
-
-    from incremental_assets.sources.schema import PARTITION_COLUMN, load_time
-
-    shift = F.expr(f"make_dt_interval(0, 0, 0, {int(delta.total_seconds())})")
-    moved = events.select(*[(F.col(f.name) + shift).alias(f.name) if isinstance(f.dataType, TimestampType)
-                            else F.col(f.name) for f in events.schema.fields])
-    return moved.withColumn(PARTITION_COLUMN, F.to_date(load_time()))
-
-
 @pytest.fixture(scope="module")
 def events(spark):
     from incremental_assets.sources.generator import generate_events_df
 
     sample = generate_events_df(spark, events=900, days=3, start=SAMPLE_START, seed=9)
     return moved_in_time(sample, T0 - SAMPLE_HOUR_0).cache()
-
-
-def write_loads(events, source: Path, start: datetime, end: datetime) -> int:
-    from pyspark.sql import functions as F
-
-    from incremental_assets.sources.writer import write_source_table
-
-    rows = events.where((F.col("load_tstamp") >= F.lit(start)) & (F.col("load_tstamp") < F.lit(end)))
-    written = write_source_table(rows.coalesce(1), source, mode="append")["rows"]
-    # Let delta-rs expose load_tstamp's min/max per file: the sensor then sees exact hours.
-    DeltaTable(str(source)).alter.set_table_properties(
-        {"delta.dataSkippingStatsColumns": "collector_tstamp,load_tstamp"})
-    return written
 
 
 class Processes:
@@ -189,22 +162,6 @@ def location_loaded(port: int) -> bool:
         entry["locationOrLoadError"]["__typename"] == "RepositoryLocation"
 
 
-def launch_backfill(port: int, first: str, last: str) -> str:
-    """The UI's "Materialize partitions" for a range, through dagster_graphql's client."""
-    from dagster_graphql import DagsterGraphQLClient
-    from dagster_graphql.client.query import LAUNCH_PARTITION_BACKFILL_MUTATION
-
-    client = DagsterGraphQLClient("127.0.0.1", port_number=port)
-    # The client has no public method for backfills; its mutation text and transport do the job.
-    result = client._execute(LAUNCH_PARTITION_BACKFILL_MUTATION, {"backfillParams": {
-        "partitionsByAssets": [{"assetKey": {"path": [name]}, "partitions": {"range": {"start": first, "end": last}}}
-                               for name in HOURLY],
-        "title": "test: hourly assets",
-    }})["launchPartitionBackfill"]
-    assert result["__typename"] == "LaunchBackfillSuccess", result
-    return result["backfillId"]
-
-
 MATERIALIZATION = """query($key: AssetKeyInput!, $partitions: [String!]) { assetOrError(assetKey: $key) {
   ... on Asset { assetMaterializations(partitions: $partitions, limit: 1) { partition runId metadataEntries {
     label ... on IntMetadataEntry { intValue } ... on JsonMetadataEntry { jsonString }
@@ -244,18 +201,6 @@ def ui_observation(port: int, asset: str, partition: str | None = None) -> tuple
 def ui_check_executions(port: int, asset: str, check: str, partition: str) -> list[dict]:
     return graphql(port, CHECK_EXECUTIONS, {"key": {"path": [asset]}, "check": check,
                                             "partition": partition})["assetCheckExecutions"]
-
-
-def settled(instance, quiet_seconds: float = 45) -> bool:
-    """No run in flight, and none launched or finished for longer than the sensors' interval (30 s)."""
-    from dagster import DagsterRunStatus, RunsFilter
-
-    busy = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
-            DagsterRunStatus.STARTED]
-    if instance.get_runs(filters=RunsFilter(statuses=busy)):
-        return False
-    last_change = max((r.end_time or r.start_time or 0 for r in instance.get_run_records()), default=0)
-    return time.time() - last_change > quiet_seconds
 
 
 def runs_of(instance, job_name: str, status=None, tags=None):
