@@ -11,12 +11,14 @@ DEMO_START  ?= 2026-01-05
 DEMO_DAYS   ?= 7
 DEMO_EVENTS ?= 200000
 
-.PHONY: help setup check-prereqs demo test test-clocks soak ui validate bench bench-small clean
+.PHONY: help setup check-prereqs demo test test-clocks test-deployment stack-up stack-down soak ui validate bench bench-small clean
 
 help:
 	@echo "make demo    set up, generate a sample event lake, run the pipeline on it"
 	@echo "make test    set up and run the test suite"
 	@echo "make test-clocks  the clock-dependent tests under two clocks (midnight and noon UTC)"
+	@echo "make test-deployment  the production-like stack end to end (PostgreSQL, Spark cluster, daemon)"
+	@echo "make stack-up / stack-down  start / stop that stack locally (state in .stack/)"
 	@echo "make soak    many runs in a row over a growing source (SOAK_HOURS=24)"
 	@echo "make ui      open the Dagster UI (dagster dev) on 127.0.0.1:3000"
 	@echo "make bench   benchmark: 10M events over 30 days, writes bench/RESULTS.md (about an hour)"
@@ -40,7 +42,24 @@ demo: setup
 	$(BIN)/python -m incremental_assets.demo --lake $(SAMPLE_LAKE) --start $(DEMO_START) --days $(DEMO_DAYS) --events $(DEMO_EVENTS)
 
 test: setup
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --ignore=tests/deployment
+
+# The production-like stack (deploy/): PostgreSQL from the OS packages, a Spark standalone
+# master and two workers from the installed pyspark, dagster-webserver and dagster-daemon.
+DEPLOY_STAMP := $(VENV)/.deploy-installed
+$(DEPLOY_STAMP): $(STAMP)
+	$(BIN)/pip install -q -e '.[test,deploy]'
+	@touch $(DEPLOY_STAMP)
+
+test-deployment: $(DEPLOY_STAMP)
+	$(BIN)/python -m pytest tests/deployment -p no:cacheprovider
+
+STACK_DIR ?= $(CURDIR)/.stack
+stack-up: $(DEPLOY_STAMP)
+	$(BIN)/python -m deploy.stack up --dir $(STACK_DIR)
+
+stack-down:
+	$(BIN)/python -m deploy.stack down --dir $(STACK_DIR)
 
 # The tests whose clock is a parameter (a real Dagster daemon with an injected sensor clock),
 # run at two times of day: just after midnight and at noon (UTC).
@@ -83,4 +102,4 @@ ui: setup
 	$(BIN)/dagster dev -h 127.0.0.1 -p 3000
 
 clean:
-	rm -rf warehouse sample_lake .dagster_home spark-warehouse
+	rm -rf warehouse sample_lake .dagster_home spark-warehouse .stack

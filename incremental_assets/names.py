@@ -31,6 +31,10 @@ STATE_TABLES = (REJECTED_EVENTS, DAILY_MANIFEST, PROCESSING_MANIFEST)
 ALL_TABLES = (*ALL_ASSETS, REJECTED_EVENTS, EVENT_COPIES, PROCESSED_HOURS, FILTERED_COUNTS, SESSIONS_TO_REFILTER,
               DAILY_MANIFEST, USERS_TO_REFRESH, PROCESSING_MANIFEST)
 
+# The concurrency pool of the hourly step (it reads and rewrites session state): a production
+# instance limits it to one step at a time (deploy/dagster.yaml).
+HOURLY_POOL = "hourly_sessions"
+
 # -- jobs -------------------------------------------------------------------------------------
 HOURLY_JOB = "hourly_job"
 DAILY_JOB = "daily_job"

@@ -20,6 +20,7 @@ from incremental_assets.names import (
     FILTERED_COUNTS,
     FILTERED_EVENTS,
     HOURLY_ASSETS,
+    HOURLY_POOL,
     LIFECYCLE,
     PROCESSED_HOURS,
     QUARANTINED,
@@ -67,6 +68,7 @@ def _out(description: str, **metadata) -> AssetOut:
     partitions_def=hourly_partitions,
     backfill_policy=single_run,
     can_subset=False,
+    pool=HOURLY_POOL,
 )
 def hourly_assets(context: AssetExecutionContext, warehouse: WarehouseResource):
     window = context.partition_time_window

@@ -1,0 +1,287 @@
+"""A local production-like stack: PostgreSQL as Dagster's storage, a Spark standalone master
+with two workers (executors in their own JVMs), dagster-webserver and dagster-daemon on that
+instance (deploy/dagster.yaml). Everything listens on 127.0.0.1 only, on free ports; all state
+lives under one directory (default .stack/).
+
+    python -m deploy.stack up      start it; prints the UI's address and the environment to use
+    python -m deploy.stack down    stop everything it started (also after a crash of `up`)
+    python -m deploy.stack status  what runs, where
+
+`make stack-up` / `make stack-down` call these. INCREMENTAL_* variables set when `up` runs are
+passed to the webserver and the daemon (warehouse, source path, start date, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+HOST = "127.0.0.1"
+PG_USER = PG_DB = "dagster"
+WORKERS = 2
+WORKER_MEMORY = "1g"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def spark_home() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent
+
+
+def _as_postgres_user() -> list[str]:
+    """PostgreSQL refuses to run as root: as root, its commands run as the `postgres` user."""
+    return ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+
+
+@dataclass
+class Stack:
+    directory: Path
+    pg_port: int = 0
+    spark_port: int = 0
+    spark_ui_port: int = 0
+    webserver_port: int = 0
+    pids: dict[str, int] = field(default_factory=dict)  # name -> process group
+    env: dict[str, str] = field(default_factory=dict)  # what the Dagster processes and runs get
+
+    # -- state on disk ------------------------------------------------------------
+    @property
+    def state_file(self) -> Path:
+        return self.directory / "stack.json"
+
+    def save(self) -> None:
+        state = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(self).items()}
+        self.state_file.write_text(json.dumps(state, indent=2))
+
+    @classmethod
+    def load(cls, directory: Path) -> "Stack | None":
+        path = directory / "stack.json"
+        if not path.exists():
+            return None
+        state = json.loads(path.read_text())
+        state["directory"] = Path(state["directory"])
+        return cls(**state)
+
+    @property
+    def pg_url(self) -> str:
+        return f"postgresql+psycopg2://{PG_USER}@{HOST}:{self.pg_port}/{PG_DB}"
+
+    @property
+    def spark_master(self) -> str:
+        return f"spark://{HOST}:{self.spark_port}"
+
+    @property
+    def webserver_url(self) -> str:
+        return f"http://{HOST}:{self.webserver_port}"
+
+    @property
+    def dagster_home(self) -> Path:
+        return self.directory / "dagster_home"
+
+    # -- processes ----------------------------------------------------------------
+    def _start(self, name: str, args: list[str], env: dict[str, str]) -> None:
+        logs = self.directory / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        with open(logs / f"{name}.log", "ab") as log:
+            proc = subprocess.Popen(args, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+        self.pids[name] = proc.pid
+        self.save()
+
+    def _wait_for_port(self, name: str, port: int, timeout: float = 120) -> None:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex((HOST, port)) == 0:
+                    return
+            pid = self.pids.get(name)
+            if pid and not _alive(pid):
+                break
+            time.sleep(0.5)
+        raise RuntimeError(f"{name} did not listen on {HOST}:{port}; see {self.directory / 'logs' / (name + '.log')}")
+
+    def start_postgres(self) -> None:
+        data, sockets = self.directory / "postgres", self.directory / "postgres_sockets"
+        for path in (data, sockets):
+            path.mkdir(parents=True, exist_ok=True)
+            if os.geteuid() == 0:
+                shutil.chown(path, "postgres", "postgres")
+        run_as = _as_postgres_user()
+        if run_as and subprocess.run([*run_as, "test", "-w", str(data)]).returncode != 0:
+            raise RuntimeError(f"PostgreSQL runs as the user 'postgres' here (it refuses root), and that user cannot "
+                               f"reach {data}: put the stack in a directory whose parents it can enter "
+                               "(the project, or a directory under /tmp with mode 755)")
+        if not (data / "PG_VERSION").exists():
+            _run([*run_as, "initdb", "-D", str(data), "-U", PG_USER, "-A", "trust", "--no-sync", "-E", "UTF8"])
+        self.pg_port = free_port()
+        options = f"-c listen_addresses={HOST} -p {self.pg_port} -k {sockets} -c fsync=off"
+        log = self.directory / "postgres" / "server.log"
+        _run([*run_as, "pg_ctl", "-D", str(data), "-l", str(log), "-o", options, "-w", "start"])
+        self.save()
+        exists = _run(["psql", "-h", HOST, "-p", str(self.pg_port), "-U", PG_USER, "-d", "postgres",
+                       "-tAc", f"SELECT 1 FROM pg_database WHERE datname = '{PG_DB}'"]).strip()
+        if exists != "1":
+            _run(["createdb", "-h", HOST, "-p", str(self.pg_port), "-U", PG_USER, PG_DB])
+
+    def spark_env(self) -> dict[str, str]:
+        home = spark_home()
+        # The master's REST submission port is fixed (6066) by default: off, it is not used.
+        return {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": HOST, "SPARK_PUBLIC_DNS": HOST,
+                "SPARK_LOG_DIR": str(self.directory / "logs"), "PYSPARK_PYTHON": sys.executable,
+                "SPARK_NO_DAEMONIZE": "1", "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false"}
+
+    def start_spark(self) -> None:
+        self.spark_port, self.spark_ui_port = free_port(), free_port()
+        spark_class = str(spark_home() / "bin" / "spark-class")
+        env = self.spark_env()
+        self._start("spark-master", [spark_class, "org.apache.spark.deploy.master.Master", "--host", HOST,
+                                     "--port", str(self.spark_port), "--webui-port", str(self.spark_ui_port)], env)
+        self._wait_for_port("spark-master", self.spark_port)
+        for n in range(1, WORKERS + 1):
+            work = self.directory / f"spark-worker-{n}"
+            work.mkdir(parents=True, exist_ok=True)
+            self._start(f"spark-worker-{n}", [spark_class, "org.apache.spark.deploy.worker.Worker", "--host", HOST,
+                                              "--webui-port", str(free_port()), "--cores", "1",
+                                              "--memory", WORKER_MEMORY, "--work-dir", str(work),
+                                              self.spark_master], env)
+
+    def dagster_env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        spark_conf = ";".join([f"spark.driver.host={HOST}", f"spark.driver.bindAddress={HOST}",
+                               "spark.ui.enabled=false", "spark.driver.memory=1g", f"spark.executor.memory={WORKER_MEMORY}",
+                               "spark.executor.cores=1", f"spark.cores.max={WORKERS}",
+                               "spark.sql.shuffle.partitions=4"])
+        return {**os.environ, **(extra or {}), **self.env, "DAGSTER_HOME": str(self.dagster_home),
+                "DAGSTER_PG_URL": self.pg_url, "INCREMENTAL_SPARK_MASTER": self.spark_master,
+                "INCREMENTAL_SPARK_CONF": spark_conf, "PYSPARK_PYTHON": sys.executable,
+                "SPARK_LOCAL_IP": HOST, "NO_PROXY": HOST, "no_proxy": HOST}
+
+    def start_dagster(self) -> None:
+        self.dagster_home.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / "deploy" / "dagster.yaml", self.dagster_home / "dagster.yaml")
+        self.webserver_port = free_port()
+        env = self.dagster_env()
+        bin_dir = Path(sys.executable).parent
+        workspace = str(REPO / "workspace.yaml")
+        self._start("webserver", [str(bin_dir / "dagster-webserver"), "-h", HOST, "-p", str(self.webserver_port),
+                                  "-w", workspace], env)
+        self._start("daemon", [str(bin_dir / "dagster-daemon"), "run", "-w", workspace], env)
+        self._wait_for_port("webserver", self.webserver_port, timeout=240)
+
+    # -- the whole stack ----------------------------------------------------------
+    @classmethod
+    def up(cls, directory: Path, env: dict[str, str] | None = None) -> "Stack":
+        """Start every component; on any failure, stop what was started and raise."""
+        directory.mkdir(parents=True, exist_ok=True)
+        if (previous := cls.load(directory)) is not None and previous.running():
+            raise RuntimeError(f"a stack already runs from {directory}: `python -m deploy.stack down` first")
+        stack = cls(directory=directory.resolve(), env={k: v for k, v in (env or os.environ).items()
+                                                        if k.startswith("INCREMENTAL_")})
+        stack.save()
+        try:
+            stack.start_postgres()
+            stack.start_spark()
+            stack.start_dagster()
+        except BaseException:
+            stack.down()
+            raise
+        return stack
+
+    def running(self) -> list[str]:
+        return [name for name, pid in self.pids.items() if _alive(pid)]
+
+    def down(self) -> None:
+        """Stop every process of the stack (process groups: the run workers and their JVMs too)."""
+        for pid in self.pids.values():
+            _signal_group(pid, signal.SIGTERM)
+        deadline = time.time() + 20
+        while time.time() < deadline and any(_alive(pid) for pid in self.pids.values()):
+            time.sleep(0.3)
+        for pid in self.pids.values():
+            _signal_group(pid, signal.SIGKILL)
+        data = self.directory / "postgres"
+        if (data / "postmaster.pid").exists():
+            subprocess.run([*_as_postgres_user(), "pg_ctl", "-D", str(data), "-m", "fast", "-w", "stop"],
+                           capture_output=True)
+        self.pids = {}
+        self.save()
+
+    def describe(self) -> str:
+        return "\n".join([
+            f"Dagster UI:    {self.webserver_url}",
+            f"Spark master:  {self.spark_master} (UI http://{HOST}:{self.spark_ui_port})",
+            f"PostgreSQL:    {self.pg_url}",
+            f"DAGSTER_HOME:  {self.dagster_home}",
+            f"running:       {', '.join(self.running()) or 'nothing'}",
+            "To run the CLI against this stack:",
+            f"  export DAGSTER_HOME={self.dagster_home} DAGSTER_PG_URL={self.pg_url} "
+            f"INCREMENTAL_SPARK_MASTER={self.spark_master} SPARK_LOCAL_IP={HOST}",
+        ])
+
+
+def _run(args: list[str]) -> str:
+    """Run a command; its output, or an error that shows what it printed."""
+    done = subprocess.run(args, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} failed ({done.returncode}):\n{done.stdout}{done.stderr}")
+    return done.stdout
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie child of this process counts as gone
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        return done == 0
+    except ChildProcessError:
+        return True
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("command", choices=["up", "down", "status"])
+    parser.add_argument("--dir", type=Path, default=REPO / ".stack")
+    args = parser.parse_args(argv)
+    if args.command == "up":
+        stack = Stack.up(args.dir)
+        print(stack.describe())
+        return 0
+    stack = Stack.load(args.dir)
+    if stack is None:
+        print(f"no stack in {args.dir}")
+        return 0
+    if args.command == "down":
+        stack.down()
+        print(f"stopped the stack in {args.dir}")
+    else:
+        print(stack.describe())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,241 @@
+"""The production-like stack end to end (`deploy/stack.py`, what `make stack-up` starts):
+PostgreSQL as Dagster's storage, a Spark standalone master with two workers, dagster-webserver
+and dagster-daemon with deploy/dagster.yaml, all on free loopback ports.
+
+The daemon's sensors process the source's closed load hours through the cluster and record
+everything in PostgreSQL. Two overlapping runs launched at once are serialised by the pool. A run
+whose process is killed is marked failed by run monitoring, and the next run releases its
+locks. In the end the tables equal a local-mode run over the same source. Every process started
+is stopped at the end, whatever happens; nothing listens beyond 127.0.0.1.
+"""
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+import requests
+from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
+from dagster_graphql import DagsterGraphQLClient
+
+from deploy.stack import HOST, Stack
+from incremental_assets.planning.processing_manifest import ItemStatus, State
+from incremental_assets.runner import run_until
+from resources.manifest import ManifestStore
+from tests.delta_reads import read_table
+from tests.live import moved_in_time, settled, write_loads
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+NOW = datetime(2026, 1, 7, 12, 5, tzinfo=timezone.utc)  # the sensor's clock (INCREMENTAL_SENSOR_CLOCK)
+T0 = NOW.replace(minute=0) - timedelta(hours=10)
+SAMPLE_START, SAMPLE_HOUR_0 = date(2026, 1, 4), datetime(2026, 1, 6, tzinfo=timezone.utc)
+PHASE_SECONDS = 900
+# Each modeled table, by the key that orders its rows.
+MODELED = {"base_events": ["event_id"], "sessions_lifecycle_manifest": ["domain_sessionid"],
+           "quarantined_sessions": ["domain_sessionid"], "filtered_events": ["event_id"],
+           "daily_aggregates": ["event_date", "domain_userid"], "attributes": ["domain_userid"]}
+
+
+def hour(h: int) -> datetime:
+    return T0 + timedelta(hours=h)
+
+
+@pytest.fixture(scope="module")
+def events(spark):
+    from incremental_assets.sources.generator import generate_events_df
+
+    sample = generate_events_df(spark, events=900, days=3, start=SAMPLE_START, seed=9)
+    return moved_in_time(sample, T0 - SAMPLE_HOUR_0).cache()
+
+
+def wait_until(what: str, condition, stack: Stack, timeout: float = PHASE_SECONDS):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(3)
+    logs = []
+    for log in sorted((stack.directory / "logs").glob("*.log")):
+        logs.append(f"--- {log.name} ---\n" + "\n".join(log.read_text(errors="replace").splitlines()[-30:]))
+    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}\n" + "\n".join(logs))
+
+
+def succeeded(instance, job: str):
+    return instance.get_runs(filters=RunsFilter(job_name=job, statuses=[DagsterRunStatus.SUCCESS]))
+
+
+def listening_addresses(stack: Stack) -> dict[str, set[str]]:
+    """Every address a process of the stack listens on (its process groups, and the PostgreSQL
+    server, which pg_ctl detaches)."""
+    groups = set(stack.pids.values())
+    pids = {int(pid) for pid, pgid in (line.split() for line in subprocess.run(
+        ["ps", "-eo", "pid=,pgid="], capture_output=True, text=True).stdout.splitlines()) if int(pgid) in groups}
+    postmaster = stack.directory / "postgres" / "postmaster.pid"
+    if postmaster.exists():
+        pids.add(int(postmaster.read_text().split()[0]))
+    found: dict[str, set[str]] = {}
+    for line in subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True).stdout.splitlines():
+        local = line.split()[3]
+        address = re.sub(r"^\[(::ffff:)?|\]$", "", local.rsplit(":", 1)[0])
+        for pid in map(int, re.findall(r"pid=(\d+)", line)):
+            if pid in pids:
+                found.setdefault(address, set()).add(local)
+    return found
+
+
+def key(h: int) -> str:
+    return hour(h).strftime("%Y-%m-%d-%H:%M")
+
+
+FINISHED = {DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED}
+
+
+def launch_hours(client: DagsterGraphQLClient, first: int, last: int) -> str:
+    """A run of hourly_job over hours first..last, as the UI launches one; its run id."""
+    return client.submit_job_execution("hourly_job", repository_location_name="incremental_assets",
+                                       repository_name="__repository__", tags={
+                                           "dagster/asset_partition_range_start": key(first),
+                                           "dagster/asset_partition_range_end": key(last)})
+
+
+def finished(instance, run_ids: list[str]):
+    """The runs, once every one of them has finished; else None."""
+    runs = [instance.get_run_by_id(run_id) for run_id in run_ids]
+    return runs if all(run is not None and run.status in FINISHED for run in runs) else None
+
+
+def step_span(instance, run_id: str, step_key: str) -> tuple[float, float]:
+    """When the step started and when it finished, in the run's event log."""
+    times = {e.dagster_event.event_type_value: e.timestamp for e in instance.all_logs(run_id)
+             if e.dagster_event and e.step_key == step_key}
+    return times["STEP_START"], times.get("STEP_SUCCESS", times.get("STEP_FAILURE"))
+
+
+def failure_messages(instance, run_id: str) -> list[str]:
+    return [e.message for e in instance.all_logs(run_id) if e.dagster_event and e.dagster_event.event_type_value in
+            ("RUN_FAILURE", "PIPELINE_FAILURE", "STEP_FAILURE", "ENGINE_EVENT")][-4:]
+
+
+def claiming_pid(warehouse: Path, run_id: str) -> int | None:
+    """The process that holds the run's manifest items (its hourly step claimed them), once it does."""
+    if not (warehouse / "processing_manifest").exists():
+        return None
+    for state in ManifestStore(str(warehouse / "processing_manifest")).states().values():
+        lock = state.open_lock
+        if lock is not None and lock.run_id == run_id:
+            return int(lock.payload["pid"])
+    return None
+
+
+def rows(warehouse: Path, table: str) -> list[dict]:
+    return read_table(warehouse / table).sort_by([(k, "ascending") for k in MODELED[table]]).to_pylist()
+
+
+def test_the_daemon_runs_the_hours_on_the_cluster_with_postgres_and_matches_local_mode(
+        spark, events, tmp_path, monkeypatch, request):
+    source, cluster_warehouse = tmp_path / "source", tmp_path / "cluster_warehouse"
+    assert write_loads(events, source, hour(0), hour(6)) > 0
+    # Attributes count the days before their as-of day: the day after the data.
+    env = {"INCREMENTAL_WAREHOUSE": str(cluster_warehouse), "INCREMENTAL_SOURCE_PATH": str(source),
+           "INCREMENTAL_START_DATE": T0.date().isoformat(), "INCREMENTAL_SENSOR_CLOCK": NOW.isoformat(),
+           "INCREMENTAL_SENSOR_INTERVAL_SECONDS": "30",
+           "INCREMENTAL_ATTRIBUTES_AS_OF": (NOW.date() + timedelta(days=1)).isoformat()}
+    # Not under pytest's tmp_path (mode 700): as root, PostgreSQL runs as the postgres user.
+    stack_dir = Path(tempfile.mkdtemp(prefix="incremental-stack-"))
+    stack_dir.chmod(0o755)
+    request.addfinalizer(lambda: shutil.rmtree(stack_dir, ignore_errors=True))
+    stack = Stack.up(stack_dir, env)
+    try:
+        monkeypatch.setenv("DAGSTER_PG_URL", stack.pg_url)
+        instance = DagsterInstance.from_config(str(stack.dagster_home))
+        assert type(instance.run_storage).__name__ == "PostgresRunStorage"
+        (hourly,) = wait_until("hourly_load_sensor's run to succeed", lambda: succeeded(instance, "hourly_job"), stack)
+        assert hourly.tags["dagster/sensor_name"] == "hourly_load_sensor"
+        assert hourly.tags["dagster/asset_partition_range_start"] == hour(0).strftime("%Y-%m-%d-%H:%M")
+        wait_until("attributes_job after the late days' daily runs", lambda: succeeded(instance, "attributes_job"),
+                   stack)
+        wait_until("every run to finish", lambda: settled(instance), stack)
+        assert not instance.get_runs(filters=RunsFilter(statuses=[DagsterRunStatus.FAILURE]))
+        assert succeeded(instance, "daily_job")
+        # The runs computed on the cluster: the master lists their applications, finished.
+        master = requests.get(f"http://{HOST}:{stack.spark_ui_port}/json/", timeout=30,
+                              proxies={"http": None}).json()
+        assert master["aliveworkers"] == 2
+        assert len(master["completedapps"]) >= 3
+        assert {app["name"] for app in master["completedapps"]} == {"incremental-assets"}
+        addresses = listening_addresses(stack)
+        assert set(addresses) == {HOST}, addresses
+
+        # Two overlapping runs launched at once (the UI's "Materialize", through GraphQL): the
+        # queue starts both, and the pool (hourly_sessions, limit 1) runs their hourly steps
+        # one after the other; both succeed (without it, the second would find the shared
+        # hours locked and fail).
+        client = DagsterGraphQLClient(HOST, port_number=stack.webserver_port)
+        run_ids = [launch_hours(client, 0, 3), launch_hours(client, 2, 5)]
+        runs = wait_until("both runs to finish", lambda: finished(instance, run_ids), stack)
+        assert [r.status for r in runs] == [DagsterRunStatus.SUCCESS] * 2, run_ids
+        records = {r.dagster_run.run_id: r for r in instance.get_run_records(RunsFilter(run_ids=run_ids))}
+        assert max(r.start_time for r in records.values()) < min(r.end_time for r in records.values())  # together
+        first, second = sorted(step_span(instance, run_id, "hourly_assets") for run_id in run_ids)
+        assert first[1] <= second[0], (first, second)  # their hourly steps: one after the other
+
+        # A run whose process dies with the code server that started it (as when their host
+        # goes down): nothing is left to report the run, so run monitoring must find its worker
+        # gone and mark it failed (resources/run_launcher.py); the next run over the same hours
+        # releases its locks.
+        killed_id = launch_hours(client, 0, 1)
+        pid = wait_until("the run to hold its manifest items", lambda: claiming_pid(cluster_warehouse, killed_id),
+                         stack)
+        code_server = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        os.kill(code_server, signal.SIGKILL)
+        os.kill(pid, signal.SIGKILL)
+        wait_until("run monitoring to mark the killed run failed", lambda: instance.get_run_by_id(
+            killed_id).status == DagsterRunStatus.FAILURE, stack)
+        assert any("Detected run worker status FAILED" in (e.message or "") for e in instance.all_logs(killed_id))
+        # The daemon restarts the code server it lost; a run launched before it is back fails
+        # to start, so the next run is launched again until one runs.
+        attempts: list[str] = []
+
+        def next_run_succeeded():
+            runs = finished(instance, attempts) if attempts else []
+            if runs is None:
+                return None  # one still going
+            if runs and runs[-1].status == DagsterRunStatus.SUCCESS:
+                return runs[-1]
+            for run in runs[-1:]:
+                print(f"run {run.run_id} {run.status}:", failure_messages(instance, run.run_id))
+            attempts.append(launch_hours(client, 0, 1))
+            return None
+
+        retry = wait_until("a run over those hours to succeed after the kill", next_run_succeeded, stack)
+        manifest = ManifestStore(str(cluster_warehouse / "processing_manifest"))
+        assert not [item for item, state in manifest.states().items() if state.status is ItemStatus.LOCKED]
+        released = [r for r in manifest.records() if r.state is State.FAILED
+                    and (r.payload or {}).get("abandoned_run_id") == killed_id]
+        assert released and {r.run_id for r in released} <= set(attempts) and retry.run_id == attempts[-1]
+        wait_until("every run to finish", lambda: settled(instance), stack)
+        instance.dispose()
+    finally:
+        stack.down()
+    assert not stack.running()
+    assert not listening_addresses(stack)
+
+    # Local mode over the same source gives the same tables.
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    local_warehouse = tmp_path / "local_warehouse"
+    monkeypatch.setenv("INCREMENTAL_WAREHOUSE", str(local_warehouse))
+    with DagsterInstance.ephemeral() as local:
+        assert run_until(NOW, instance=local, echo=print).success
+    for table in MODELED:
+        cluster, local_rows = rows(cluster_warehouse, table), rows(local_warehouse, table)
+        assert cluster == local_rows, table
+        assert table == "quarantined_sessions" or cluster, f"{table} is empty: the comparison proves nothing"
