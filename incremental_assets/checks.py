@@ -38,7 +38,7 @@ from pyspark.sql import functions as F
 
 from incremental_assets.ledger import rows_accounted_for
 from incremental_assets.names import ALL_ASSETS, PARTITION_TAG, RANGE_END_TAG, RANGE_START_TAG, SOURCE_EVENTS
-from incremental_assets.partitions import hourly_partitions
+from incremental_assets.partitions import HOUR, hourly_partitions, parse_hour_key
 from incremental_assets.planning.processing_manifest import ItemStatus
 from resources.manifest import lock_age, split_item_id
 from resources.warehouse import WarehouseResource
@@ -129,12 +129,11 @@ def event_id_unique_results(context: AssetCheckExecutionContext, warehouse: Ware
         yield AssetCheckResult(**_unique_outcome(event_id_duplicates(warehouse, table, None), "whole table"))
         return
     keys = op_context.partition_keys
-    window = (hourly_partitions.time_window_for_partition_key(keys[0]).start,
-              hourly_partitions.time_window_for_partition_key(keys[-1]).end)
+    window = (parse_hour_key(keys[0]), parse_hour_key(keys[-1]) + HOUR)
     by_hour = event_id_duplicates_by_hour(warehouse, table, window)
     for key in keys:
-        hour = hourly_partitions.time_window_for_partition_key(key).start
-        outcome = _unique_outcome(by_hour.get(hour, dict.fromkeys(COUNT_NAMES, 0)), f"loads of {key}")
+        outcome = _unique_outcome(by_hour.get(parse_hour_key(key), dict.fromkeys(COUNT_NAMES, 0)),
+                                  f"loads of {key}")
         yield AssetCheckEvaluation(asset_key=AssetKey(table), check_name="event_id_unique", partition=key,
                                    severity=AssetCheckSeverity.ERROR, blocking=True,
                                    target_materialization_data=None, **outcome)

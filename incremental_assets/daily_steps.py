@@ -103,10 +103,12 @@ def figures_by_day(warehouse: WarehouseResource, results: DailyResults, first_da
         if day in figures:
             figures[day].pending_before += n
             figures[day].unaccounted_before -= n
-    for row in results.daily.groupBy("event_date").count().collect():
-        figures.setdefault(row.event_date, DayFigures()).rows = row["count"]
-    for row in results.ledger.groupBy("event_date").agg(F.sum("rows_aggregated").alias("n")).collect():
-        figures.setdefault(row.event_date, DayFigures()).rows_aggregated = row.n or 0
+    # One pass over the cached daily rows: a user-day's `events` are its filtered rows, so their
+    # sum is what the daily manifest records as aggregated (its ledger would re-read them).
+    for row in results.daily.groupBy("event_date").agg(F.count(F.lit(1)).alias("rows"),
+                                                       F.sum("events").alias("aggregated")).collect():
+        figure = figures.setdefault(row.event_date, DayFigures())
+        figure.rows, figure.rows_aggregated = row.rows, row.aggregated or 0
     return figures
 
 
@@ -131,8 +133,10 @@ def _stored_as_of(warehouse: WarehouseResource) -> date | None:
 
 
 def last_event_day(warehouse: WarehouseResource) -> date | None:
-    """The latest event day daily_aggregates holds (None while it holds none)."""
-    return warehouse.tables.read(DAILY_AGGREGATES, columns=["event_date"]).agg(F.max("event_date")).first()[0]
+    """The latest event day daily_aggregates holds rows of (None while it holds none), from the
+    daily manifest (delta-rs, a small table) rather than a scan of daily_aggregates."""
+    _, aggregated, _ = ledger_state(warehouse.settings)
+    return max((day for (day, _), rows in aggregated.items() if rows), default=None)
 
 
 def attributes_update(warehouse: WarehouseResource, as_of: date, run_type: str) -> AttributesUpdate:
