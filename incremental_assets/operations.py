@@ -7,14 +7,11 @@ from enum import Enum
 from dagster import Config, Failure, OpExecutionContext, job, op
 
 from incremental_assets.names import HOURLY_ASSETS, MANIFEST_ADMIN_JOB
-from incremental_assets.planning.processing_manifest import ItemStatus, ManifestError
+from incremental_assets.planning.processing_manifest import PROBLEM_STATUSES, ManifestError
 from incremental_assets.progress import plan_next_run, processed_hours
 from incremental_assets.settings import Settings
 from resources.manifest import ItemState, ManifestStore, item_id, split_item_id
 from resources.warehouse import WarehouseResource
-
-PROBLEM_STATUSES = (ItemStatus.LOCKED, ItemStatus.FAIL_LOCKED, ItemStatus.INVALID)
-
 
 # -- views ----------------------------------------------------------------------------------
 

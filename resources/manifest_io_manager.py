@@ -36,7 +36,7 @@ from dagster import (
 from deltalake.exceptions import CommitFailedError
 
 from incremental_assets.names import PROCESSING_MANIFEST, RETRY_OF_TAGS, STATE_TABLES
-from incremental_assets.planning.processing_manifest import ItemStatus, State
+from incremental_assets.planning.processing_manifest import PROBLEM_STATUSES, ItemStatus, State
 from resources.manifest import ManifestStore, abandoned_lock_check, claiming_process, item_id, split_item_id
 from resources.tables import RowRange, WriteResult
 from resources.warehouse import WarehouseResource
@@ -194,10 +194,9 @@ _PREVIEW_SCHEMA = TableSchema(columns=[TableColumn(name, "string") for name in
 
 def manifest_observation(manifest: ManifestStore) -> AssetObservation:
     """The processing manifest after a step closed its items: how many are held by a run
-    (locked) or stopped by a failure (fail-locked), and a preview of them, with the item ids
+    (locked), stopped by a failure (fail-locked) or broken (invalid), and a preview of them, with the item ids
     that `incremental-assets manifest resolve` and manifest_admin_job take."""
-    held = [state for state in manifest.states().values()
-            if state.status in (ItemStatus.LOCKED, ItemStatus.FAIL_LOCKED)]
+    held = [state for state in manifest.states().values() if state.status in PROBLEM_STATUSES]
     rows = [TableRecord({"item": state.item_id, "status": state.status.value,
                          "run_id": state.last.run_id if state.last else "",
                          "since": str(state.last.recorded_at) if state.last else "",
@@ -206,6 +205,7 @@ def manifest_observation(manifest: ManifestStore) -> AssetObservation:
     return AssetObservation(PROCESSING_MANIFEST, metadata={
         "locked_items": MetadataValue.int(sum(s.status is ItemStatus.LOCKED for s in held)),
         "fail_locked_items": MetadataValue.int(sum(s.status is ItemStatus.FAIL_LOCKED for s in held)),
+        "invalid_items": MetadataValue.int(sum(s.status is ItemStatus.INVALID for s in held)),
         "manifest_version": MetadataValue.int(manifest.version()),
         "held_items": MetadataValue.table(rows, schema=_PREVIEW_SCHEMA)})
 

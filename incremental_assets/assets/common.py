@@ -50,8 +50,7 @@ COLUMN_DESCRIPTIONS = {
 
 
 def schema_metadata(df) -> dict[str, Any]:
-    columns = [TableColumn(name=f.name, type=f.dataType.simpleString(), description=COLUMN_DESCRIPTIONS.get(f.name))
-               for f in df.schema.fields]
+    columns = [TableColumn(name=c.name, type=c.type, description=COLUMN_DESCRIPTIONS.get(c.name)) for c in _columns(df)]
     return {"dagster/column_schema": TableSchema(columns=columns)}
 
 
@@ -62,5 +61,8 @@ def preview_metadata(df) -> dict[str, Any]:
     """The first rows of a (small) DataFrame as a table in the materialization."""
     rows = [TableRecord({k: (v if isinstance(v, (int, float, bool)) or v is None else str(v))
                          for k, v in row.asDict().items()}) for row in df.limit(PREVIEW_ROWS).collect()]
-    schema = TableSchema(columns=[TableColumn(name=f.name, type=f.dataType.simpleString()) for f in df.schema.fields])
-    return {"preview": MetadataValue.table(rows, schema=schema)}
+    return {"preview": MetadataValue.table(rows, schema=TableSchema(columns=_columns(df)))}
+
+
+def _columns(df) -> list[TableColumn]:
+    return [TableColumn(name=f.name, type=f.dataType.simpleString()) for f in df.schema.fields]

@@ -33,6 +33,10 @@ class ItemStatus(enum.Enum):
     INVALID = "INVALID"  # some record breaks the rules (only a manual edit can do that)
 
 
+# The states an operator looks at: held by a run, stopped by a failure, or broken.
+PROBLEM_STATUSES = (ItemStatus.LOCKED, ItemStatus.FAIL_LOCKED, ItemStatus.INVALID)
+
+
 class ManifestError(Exception):
     """A record cannot be appended, or an item's records break the manifest's rules."""
 
