@@ -55,8 +55,9 @@ test-deployment: $(DEPLOY_STAMP)
 	$(BIN)/python -m pytest tests/deployment -p no:cacheprovider
 
 STACK_DIR ?= $(CURDIR)/.stack
+# SPARK_CONNECT=1: runs reach the cluster through a Spark Connect server.
 stack-up: $(DEPLOY_STAMP)
-	$(BIN)/python -m deploy.stack up --dir $(STACK_DIR)
+	$(BIN)/python -m deploy.stack up --dir $(STACK_DIR) $(if $(SPARK_CONNECT),--spark-connect)
 
 stack-down:
 	$(BIN)/python -m deploy.stack down --dir $(STACK_DIR)

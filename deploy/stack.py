@@ -4,6 +4,9 @@ instance (deploy/dagster.yaml). Everything listens on 127.0.0.1 only, on free po
 lives under one directory (default .stack/).
 
     python -m deploy.stack up      start it; prints the UI's address and the environment to use
+    python -m deploy.stack up --spark-connect
+                                   also a Spark Connect server in front of the cluster; the
+                                   runs then reach Spark through it (SPARK_REMOTE)
     python -m deploy.stack down    stop everything it started (also after a crash of `up`)
     python -m deploy.stack status  what runs, where
 
@@ -25,7 +28,12 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import pyspark
+
+from resources.spark import LOCAL_DEFAULTS
+
 REPO = Path(__file__).resolve().parents[1]
+CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 HOST = "127.0.0.1"
 PG_USER = PG_DB = "dagster"
 WORKERS = 2
@@ -39,8 +47,6 @@ def free_port() -> int:
 
 
 def spark_home() -> Path:
-    import pyspark
-
     return Path(pyspark.__file__).resolve().parent
 
 
@@ -56,6 +62,7 @@ class Stack:
     spark_port: int = 0
     spark_ui_port: int = 0
     webserver_port: int = 0
+    connect_port: int = 0  # a Spark Connect server in front of the master; 0: none
     pids: dict[str, int] = field(default_factory=dict)  # name -> process group
     env: dict[str, str] = field(default_factory=dict)  # what the Dagster processes and runs get
 
@@ -84,6 +91,10 @@ class Stack:
     @property
     def spark_master(self) -> str:
         return f"spark://{HOST}:{self.spark_port}"
+
+    @property
+    def spark_remote(self) -> str:
+        return f"sc://{HOST}:{self.connect_port}"
 
     @property
     def webserver_url(self) -> str:
@@ -160,15 +171,40 @@ class Stack:
                                               "--memory", WORKER_MEMORY, "--work-dir", str(work),
                                               self.spark_master], env)
 
+    def driver_conf(self) -> dict[str, str]:
+        """Settings of a Spark driver on this cluster (a run's own, or the Connect server's)."""
+        return {"spark.driver.host": HOST, "spark.driver.bindAddress": HOST, "spark.ui.enabled": "false",
+                "spark.driver.memory": "1g", "spark.executor.memory": WORKER_MEMORY, "spark.executor.cores": "1",
+                "spark.cores.max": str(WORKERS), "spark.sql.shuffle.partitions": "4"}
+
+    def start_connect(self) -> None:
+        """A Spark Connect server whose driver runs on the cluster: each run is one of its
+        sessions. It gets the project's static defaults, which a Connect client cannot set."""
+        self.connect_port = free_port()
+        server_conf = {**{k: v for k, v in LOCAL_DEFAULTS.items() if k != "spark.master"}, **self.driver_conf(),
+                       "spark.app.name": "incremental-assets-connect",
+                       "spark.connect.grpc.binding.address": HOST,
+                       "spark.connect.grpc.binding.port": str(self.connect_port)}
+        args = [str(spark_home() / "bin" / "spark-submit"), "--class", CONNECT_SERVER_CLASS,
+                "--master", self.spark_master]
+        for key, value in server_conf.items():
+            args += ["--conf", f"{key}={value}"]
+        self._start("spark-connect", args, self.spark_env())
+        self._wait_for_port("spark-connect", self.connect_port, timeout=180)
+
+    def spark_client_env(self) -> dict[str, str]:
+        """How a run reaches Spark: through the Connect server when there is one, else as a
+        driver of its own on the master."""
+        if self.connect_port:
+            return {"SPARK_REMOTE": self.spark_remote, "INCREMENTAL_SPARK_CONF": "spark.sql.shuffle.partitions=4"}
+        return {"INCREMENTAL_SPARK_MASTER": self.spark_master,
+                "INCREMENTAL_SPARK_CONF": ";".join(f"{k}={v}" for k, v in self.driver_conf().items()),
+                "SPARK_LOCAL_IP": HOST}
+
     def dagster_env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
-        spark_conf = ";".join([f"spark.driver.host={HOST}", f"spark.driver.bindAddress={HOST}",
-                               "spark.ui.enabled=false", "spark.driver.memory=1g", f"spark.executor.memory={WORKER_MEMORY}",
-                               "spark.executor.cores=1", f"spark.cores.max={WORKERS}",
-                               "spark.sql.shuffle.partitions=4"])
         return {**os.environ, **(extra or {}), **self.env, "DAGSTER_HOME": str(self.dagster_home),
-                "DAGSTER_PG_URL": self.pg_url, "INCREMENTAL_SPARK_MASTER": self.spark_master,
-                "INCREMENTAL_SPARK_CONF": spark_conf, "PYSPARK_PYTHON": sys.executable,
-                "SPARK_LOCAL_IP": HOST, "NO_PROXY": HOST, "no_proxy": HOST}
+                "DAGSTER_PG_URL": self.pg_url, **self.spark_client_env(), "PYSPARK_PYTHON": sys.executable,
+                "NO_PROXY": HOST, "no_proxy": HOST}
 
     def start_dagster(self) -> None:
         self.dagster_home.mkdir(parents=True, exist_ok=True)
@@ -184,7 +220,7 @@ class Stack:
 
     # -- the whole stack ----------------------------------------------------------
     @classmethod
-    def up(cls, directory: Path, env: dict[str, str] | None = None) -> "Stack":
+    def up(cls, directory: Path, env: dict[str, str] | None = None, *, spark_connect: bool = False) -> "Stack":
         """Start every component; on any failure, stop what was started and raise."""
         directory.mkdir(parents=True, exist_ok=True)
         if (previous := cls.load(directory)) is not None and previous.running():
@@ -195,6 +231,8 @@ class Stack:
         try:
             stack.start_postgres()
             stack.start_spark()
+            if spark_connect:
+                stack.start_connect()
             stack.start_dagster()
         except BaseException:
             stack.down()
@@ -224,12 +262,13 @@ class Stack:
         return "\n".join([
             f"Dagster UI:    {self.webserver_url}",
             f"Spark master:  {self.spark_master} (UI http://{HOST}:{self.spark_ui_port})",
+            *([f"Spark Connect: {self.spark_remote}"] if self.connect_port else []),
             f"PostgreSQL:    {self.pg_url}",
             f"DAGSTER_HOME:  {self.dagster_home}",
             f"running:       {', '.join(self.running()) or 'nothing'}",
             "To run the CLI against this stack:",
             f"  export DAGSTER_HOME={self.dagster_home} DAGSTER_PG_URL={self.pg_url} "
-            f"INCREMENTAL_SPARK_MASTER={self.spark_master} SPARK_LOCAL_IP={HOST}",
+            + " ".join(f"{k}='{v}'" for k, v in self.spark_client_env().items()),
         ])
 
 
@@ -266,9 +305,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=["up", "down", "status"])
     parser.add_argument("--dir", type=Path, default=REPO / ".stack")
+    parser.add_argument("--spark-connect", action="store_true",
+                        help="up: also start a Spark Connect server; runs reach Spark through it")
     args = parser.parse_args(argv)
     if args.command == "up":
-        stack = Stack.up(args.dir)
+        stack = Stack.up(args.dir, spark_connect=args.spark_connect)
         print(stack.describe())
         return 0
     stack = Stack.load(args.dir)

@@ -5,7 +5,8 @@ Local default: `local[*]`, UTC session time zone, Arrow on, quiet logs, few shuf
 Point it at a cluster without touching code:
 - `INCREMENTAL_SPARK_MASTER=spark://host:7077` (or `yarn`, `k8s://...`) sets `spark.master`;
 - `SPARK_REMOTE=sc://host:15002` (PySpark's own variable) or `INCREMENTAL_SPARK_REMOTE`
-  uses Spark Connect instead of a local JVM;
+  uses Spark Connect instead of a local JVM: the client then sets only `spark.sql.*` settings
+  (the server owns the rest), and an unreachable server fails in seconds, by name;
 - `INCREMENTAL_SPARK_CONF="spark.executor.memory=8g;spark.sql.shuffle.partitions=400"` adds
   any other Spark setting (semicolon-separated `key=value` pairs).
 In Dagster, the same keys can be given as `spark_config` of the `pyspark` resource.
@@ -14,6 +15,7 @@ In Dagster, the same keys can be given as `spark_config` of the `pyspark` resour
 from __future__ import annotations
 
 import os
+import socket
 import threading
 import time
 from datetime import timezone
@@ -69,22 +71,79 @@ def _parse_conf_list(text: str) -> dict[str, str]:
     return conf
 
 
+# Spark Connect: the client sets only runtime SQL settings of its own session; master,
+# memory, JVM options and other static settings belong to the server (where it starts).
+_CONNECT_CLIENT_ONLY = "spark.sql."
+# A client-side PySpark setting that Spark Connect rejects (its Arrow path has no fallback).
+_NOT_FOR_CONNECT = {"spark.sql.execution.arrow.pyspark.fallback.enabled"}
+CONNECT_DEFAULT_PORT = 15002
+CONNECT_REACH_TIMEOUT_SECONDS = 10.0
+
+
+class SparkConnectError(RuntimeError):
+    """A Spark Connect setting or server this process cannot use; the message says why."""
+
+
 def spark_config_from_env(overrides: Mapping[str, Any] | None = None) -> dict[str, str]:
     """The Spark settings this process uses: local defaults, then environment, then overrides."""
-    conf = dict(LOCAL_DEFAULTS)
     remote = os.environ.get("INCREMENTAL_SPARK_REMOTE") or os.environ.get("SPARK_REMOTE")
     master = os.environ.get("INCREMENTAL_SPARK_MASTER")
+    given = _parse_conf_list(os.environ.get("INCREMENTAL_SPARK_CONF", ""))
+    given.update({k: str(v) for k, v in (overrides or {}).items()})
+    remote = given.pop("spark.remote", None) or remote
+    if remote:
+        return connect_client_config(remote, given, master)
+    conf = dict(LOCAL_DEFAULTS)
     if master:
         conf["spark.master"] = master
-    conf.update(_parse_conf_list(os.environ.get("INCREMENTAL_SPARK_CONF", "")))
-    conf.update({k: str(v) for k, v in (overrides or {}).items()})
-    if remote or "spark.remote" in conf:
-        # Spark Connect: the server owns master, memory and JVM options.
-        conf["spark.remote"] = conf.get("spark.remote") or remote
-        for key in ("spark.master", "spark.driver.memory", "spark.driver.extraJavaOptions",
-                    "spark.executor.extraJavaOptions"):
-            conf.pop(key, None)
+    conf.update(given)
     return conf
+
+
+def connect_client_config(remote: str, given: Mapping[str, str], master: str | None = None) -> dict[str, str]:
+    """The settings a Spark Connect client sends: the SQL defaults and the SQL settings given.
+    A setting the server owns is refused by name rather than dropped with a warning, since the
+    run would otherwise go on without it."""
+    if master:
+        raise SparkConnectError(
+            f"both INCREMENTAL_SPARK_MASTER={master} and Spark Connect ({remote}) are set: the Connect "
+            "server owns the master; unset one of them")
+    server_owned = sorted(k for k in given if not k.startswith(_CONNECT_CLIENT_ONLY) or k in _NOT_FOR_CONNECT)
+    if server_owned:
+        raise SparkConnectError(
+            f"Spark Connect ({remote}): {', '.join(server_owned)} cannot be set by a Connect client; "
+            "the server owns it. Set it where the Connect server starts "
+            "(start-connect-server.sh --conf key=value), or leave it out of INCREMENTAL_SPARK_CONF")
+    conf = {k: v for k, v in LOCAL_DEFAULTS.items()
+            if k.startswith(_CONNECT_CLIENT_ONLY) and k not in _NOT_FOR_CONNECT}
+    conf.update(given)
+    conf["spark.remote"] = remote
+    return conf
+
+
+def connect_address(remote: str) -> tuple[str, int]:
+    """Host and port of a Spark Connect URL: sc://host[:port][/;param=value...]."""
+    if not remote.startswith("sc://"):
+        raise SparkConnectError(f"Spark Connect URL {remote!r} must start with sc:// (e.g. sc://host:15002)")
+    authority = remote[len("sc://"):].split("/", 1)[0]
+    host, _, port = authority.rpartition(":") if ":" in authority else (authority, "", "")
+    if not host:
+        raise SparkConnectError(f"Spark Connect URL {remote!r} names no host")
+    try:
+        return host, int(port) if port else CONNECT_DEFAULT_PORT
+    except ValueError:
+        raise SparkConnectError(f"Spark Connect URL {remote!r}: port {port!r} is not a number") from None
+
+
+def require_connect_server(remote: str, timeout: float = CONNECT_REACH_TIMEOUT_SECONDS) -> None:
+    """Fail fast when the server does not answer: PySpark's client would retry for minutes."""
+    host, port = connect_address(remote)
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as error:
+        raise SparkConnectError(
+            f"Spark Connect server {remote} is not reachable at {host}:{port} ({error.strerror or error}): "
+            "start it (for example $SPARK_HOME/sbin/start-connect-server.sh) or fix SPARK_REMOTE") from None
 
 
 def get_spark(overrides: Mapping[str, Any] | None = None):
@@ -103,11 +162,19 @@ def get_spark(overrides: Mapping[str, Any] | None = None):
         if active is not None:
             return active
         conf = spark_config_from_env(overrides)
+        remote = conf.get("spark.remote")
+        if remote:
+            require_connect_server(remote)
         builder = SparkSession.builder
         for key, value in conf.items():
             builder = builder.config(key, value)
-        session = builder.getOrCreate()
-        if "spark.remote" not in conf:
+        try:
+            session = builder.getOrCreate()
+        except ImportError as error:  # PySpark's Connect client needs grpc packages
+            raise SparkConnectError(
+                f"Spark Connect ({remote}) needs PySpark's Connect client packages: "
+                f"pip install '.[deploy]' (or 'pyspark[connect]'); {error}") from error
+        if not remote:
             session.sparkContext.setLogLevel(os.environ.get("INCREMENTAL_SPARK_LOG_LEVEL", "ERROR"))
         return session
 

@@ -15,8 +15,13 @@ from pyspark.sql.types import TimestampType
 
 from incremental_assets.sources.schema import PARTITION_COLUMN, load_time
 from incremental_assets.sources.writer import write_source_table
+from tests.delta_reads import read_table
 
 HOURLY = ["base_events", "sessions_lifecycle_manifest", "quarantined_sessions", "filtered_events"]
+# Each modeled table, by the key that orders its rows.
+MODELED = {"base_events": ["event_id"], "sessions_lifecycle_manifest": ["domain_sessionid"],
+           "quarantined_sessions": ["domain_sessionid"], "filtered_events": ["event_id"],
+           "daily_aggregates": ["event_date", "domain_userid"], "attributes": ["domain_userid"]}
 
 
 def moved_in_time(events, delta: timedelta):
@@ -57,3 +62,8 @@ def launch_backfill(port: int, first: str, last: str, assets=HOURLY) -> str:
     }})["launchPartitionBackfill"]
     assert result["__typename"] == "LaunchBackfillSuccess", result
     return result["backfillId"]
+
+
+def modeled_rows(warehouse: Path, table: str) -> list[dict]:
+    """A modeled table's rows in its key order, for comparing two warehouses."""
+    return read_table(warehouse / table).sort_by([(k, "ascending") for k in MODELED[table]]).to_pylist()

@@ -48,6 +48,17 @@ def sweep_stale_staging(staging_root: str, *, older_than: float = STALE_STAGING_
     return removed
 
 
+class StagingNotVisible(RuntimeError):
+    """Spark wrote the staged rows where this process cannot read them."""
+
+    def __init__(self, path: str):
+        super().__init__(
+            f"Spark wrote this write's staged rows to {path}, but this process does not see that "
+            "directory. With Spark Connect (or any driver that is not this process) the server and "
+            "this process must see the warehouse at the same path: a shared filesystem mounted at "
+            "the same place on both, or an object-store warehouse (s3://..., abfss://...)")
+
+
 class StagedRows:
     """A DataFrame's rows for one write, computed once.
 
@@ -72,6 +83,8 @@ class StagedRows:
             except BaseException:
                 self.close()  # a failed Spark job can leave part files behind
                 raise
+            if not os.path.isdir(self._path):
+                raise StagingNotVisible(self._path)
             self._dataset = ds.dataset(self._path, format="parquet")
             self._table = None
             source_schema = self._dataset.schema if self._dataset.files else df.limit(0).toArrow().schema

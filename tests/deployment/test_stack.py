@@ -28,8 +28,7 @@ from deploy.stack import HOST, Stack
 from incremental_assets.planning.processing_manifest import ItemStatus, State
 from incremental_assets.runner import run_until
 from resources.manifest import ManifestStore
-from tests.delta_reads import read_table
-from tests.live import moved_in_time, settled, write_loads
+from tests.live import MODELED, modeled_rows, moved_in_time, settled, write_loads
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -37,10 +36,6 @@ NOW = datetime(2026, 1, 7, 12, 5, tzinfo=timezone.utc)  # the sensor's clock (IN
 T0 = NOW.replace(minute=0) - timedelta(hours=10)
 SAMPLE_START, SAMPLE_HOUR_0 = date(2026, 1, 4), datetime(2026, 1, 6, tzinfo=timezone.utc)
 PHASE_SECONDS = 900
-# Each modeled table, by the key that orders its rows.
-MODELED = {"base_events": ["event_id"], "sessions_lifecycle_manifest": ["domain_sessionid"],
-           "quarantined_sessions": ["domain_sessionid"], "filtered_events": ["event_id"],
-           "daily_aggregates": ["event_date", "domain_userid"], "attributes": ["domain_userid"]}
 
 
 def hour(h: int) -> datetime:
@@ -133,10 +128,6 @@ def claiming_pid(warehouse: Path, run_id: str) -> int | None:
         if lock is not None and lock.run_id == run_id:
             return int(lock.payload["pid"])
     return None
-
-
-def rows(warehouse: Path, table: str) -> list[dict]:
-    return read_table(warehouse / table).sort_by([(k, "ascending") for k in MODELED[table]]).to_pylist()
 
 
 def test_the_daemon_runs_the_hours_on_the_cluster_with_postgres_and_matches_local_mode(
@@ -236,6 +227,6 @@ def test_the_daemon_runs_the_hours_on_the_cluster_with_postgres_and_matches_loca
     with DagsterInstance.ephemeral() as local:
         assert run_until(NOW, instance=local, echo=print).success
     for table in MODELED:
-        cluster, local_rows = rows(cluster_warehouse, table), rows(local_warehouse, table)
+        cluster, local_rows = modeled_rows(cluster_warehouse, table), modeled_rows(local_warehouse, table)
         assert cluster == local_rows, table
         assert table == "quarantined_sessions" or cluster, f"{table} is empty: the comparison proves nothing"
