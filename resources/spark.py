@@ -73,7 +73,7 @@ def _parse_conf_list(text: str) -> dict[str, str]:
 
 # Spark Connect: the client sets only runtime SQL settings of its own session; master,
 # memory, JVM options and other static settings belong to the server (where it starts).
-_CONNECT_CLIENT_ONLY = "spark.sql."
+_CONNECT_CLIENT_PREFIX = "spark.sql."
 # A client-side PySpark setting that Spark Connect rejects (its Arrow path has no fallback).
 _NOT_FOR_CONNECT = {"spark.sql.execution.arrow.pyspark.fallback.enabled"}
 CONNECT_DEFAULT_PORT = 15002
@@ -108,14 +108,14 @@ def connect_client_config(remote: str, given: Mapping[str, str], master: str | N
         raise SparkConnectError(
             f"both INCREMENTAL_SPARK_MASTER={master} and Spark Connect ({remote}) are set: the Connect "
             "server owns the master; unset one of them")
-    server_owned = sorted(k for k in given if not k.startswith(_CONNECT_CLIENT_ONLY) or k in _NOT_FOR_CONNECT)
+    server_owned = sorted(k for k in given if not k.startswith(_CONNECT_CLIENT_PREFIX) or k in _NOT_FOR_CONNECT)
     if server_owned:
         raise SparkConnectError(
             f"Spark Connect ({remote}): {', '.join(server_owned)} cannot be set by a Connect client; "
             "the server owns it. Set it where the Connect server starts "
             "(start-connect-server.sh --conf key=value), or leave it out of INCREMENTAL_SPARK_CONF")
     conf = {k: v for k, v in LOCAL_DEFAULTS.items()
-            if k.startswith(_CONNECT_CLIENT_ONLY) and k not in _NOT_FOR_CONNECT}
+            if k.startswith(_CONNECT_CLIENT_PREFIX) and k not in _NOT_FOR_CONNECT}
     conf.update(given)
     conf["spark.remote"] = remote
     return conf

@@ -17,12 +17,10 @@ from pathlib import Path
 
 import pytest
 import requests
-from dagster import DagsterInstance
 
 from deploy.stack import HOST, Stack
-from incremental_assets.runner import run_until
 from resources.manifest import ManifestStore
-from tests.live import MODELED, modeled_rows, moved_in_time, write_loads
+from tests.live import assert_tables_equal_a_local_run, moved_in_time, write_loads
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -102,13 +100,5 @@ def test_the_pipeline_through_spark_connect_on_the_cluster_equals_local_mode(
     assert not stack.running()
 
     # Local mode over the same source (the hours the Connect runs saw) gives the same tables.
-    for name, value in settings_env.items():
-        monkeypatch.setenv(name, value)
-    local_warehouse = tmp_path / "local_warehouse"
-    monkeypatch.setenv("INCREMENTAL_WAREHOUSE", str(local_warehouse))
-    with DagsterInstance.ephemeral() as local:
-        assert run_until(SECOND_UNTIL, instance=local, echo=print).success
-    for table in MODELED:
-        through_connect, local_rows = modeled_rows(connect_warehouse, table), modeled_rows(local_warehouse, table)
-        assert through_connect == local_rows, table
-        assert table == "quarantined_sessions" or through_connect, f"{table} is empty: the comparison proves nothing"
+    assert_tables_equal_a_local_run(connect_warehouse, SECOND_UNTIL, settings_env, monkeypatch,
+                                    tmp_path / "local_warehouse")

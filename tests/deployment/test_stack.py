@@ -26,9 +26,8 @@ from dagster_graphql import DagsterGraphQLClient
 
 from deploy.stack import HOST, Stack
 from incremental_assets.planning.processing_manifest import ItemStatus, State
-from incremental_assets.runner import run_until
 from resources.manifest import ManifestStore
-from tests.live import MODELED, modeled_rows, moved_in_time, settled, write_loads
+from tests.live import assert_tables_equal_a_local_run, moved_in_time, settled, write_loads
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -220,13 +219,4 @@ def test_the_daemon_runs_the_hours_on_the_cluster_with_postgres_and_matches_loca
     assert not listening_addresses(stack)
 
     # Local mode over the same source gives the same tables.
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    local_warehouse = tmp_path / "local_warehouse"
-    monkeypatch.setenv("INCREMENTAL_WAREHOUSE", str(local_warehouse))
-    with DagsterInstance.ephemeral() as local:
-        assert run_until(NOW, instance=local, echo=print).success
-    for table in MODELED:
-        cluster, local_rows = modeled_rows(cluster_warehouse, table), modeled_rows(local_warehouse, table)
-        assert cluster == local_rows, table
-        assert table == "quarantined_sessions" or cluster, f"{table} is empty: the comparison proves nothing"
+    assert_tables_equal_a_local_run(cluster_warehouse, NOW, env, monkeypatch, tmp_path / "local_warehouse")
