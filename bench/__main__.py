@@ -13,7 +13,8 @@ Steps (each figure is the median of --repeats runs, with min and max):
    processes it, with the Delta files and bytes each asset's reads were planned over and
    the bytes Spark's stages read;
 4. a sensor tick at `days` days of history (one that finds a new hour, one that finds none);
-   then the cold hour: a new `incremental-assets run` process for each of `repeats` new hours;
+   then the cold hour: a new `incremental-assets run` process for each of `repeats` new hours,
+   first with Spark in the process, then as clients of one Spark Connect server;
 5. table maintenance: a table written by --maintenance-hours hourly commits, its reads timed
    before and after compaction and vacuum;
 6. daily_aggregates and attributes computed by DuckDB from the same source files: time,
@@ -27,6 +28,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -267,12 +269,12 @@ def sensor_ticks(pool: Path, tables, source: Path, instance, after: datetime, re
 
 
 def cold_hours(tables, pool: Path, source: Path, warehouse: Path, home: Path, first_hour: datetime,
-               repeats: int) -> Figure:
+               repeats: int, extra_env: dict[str, str] | None = None) -> Figure:
     """A new `incremental-assets run` process per new hour (the first hour is already in the
     source): what each run the daemon launches pays, Spark's start included."""
     seconds = Figure()
     env = {**os.environ, "INCREMENTAL_WAREHOUSE": str(warehouse), "INCREMENTAL_SOURCE_PATH": str(source),
-           "DAGSTER_HOME": str(home)}
+           "DAGSTER_HOME": str(home), **(extra_env or {})}
     for k in range(repeats):
         hour = first_hour + timedelta(hours=k)
         if k:
@@ -284,6 +286,29 @@ def cold_hours(tables, pool: Path, source: Path, warehouse: Path, home: Path, fi
         seconds.add(time.perf_counter() - started)
         _print(f"  cold hour {k + 1}: {seconds.values[-1]:.1f} s")
     return seconds
+
+
+def cold_hours_through_connect(tables, pool: Path, source: Path, warehouse: Path, home: Path,
+                               first_hour: datetime, repeats: int) -> Figure:
+    """cold_hours, each new process a Spark Connect client of one long-lived server (local
+    mode, the same settings as this process's Spark): a run pays its Python start and its
+    work, not a JVM's start. The server's own start is not counted (it outlives the runs)."""
+    from deploy.stack import HOST, connect_server_command, free_port, spark_home, wait_for_port
+
+    port = free_port()
+    log = open(Path(warehouse).parent / "connect-server.log", "ab")
+    server = subprocess.Popen(connect_server_command("local[*]", port), env={**os.environ, "SPARK_HOME": str(
+        spark_home()), "SPARK_LOCAL_IP": HOST}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        if not wait_for_port(port, 180, alive=lambda: server.poll() is None):
+            raise RuntimeError(f"the Spark Connect server did not start; see {log.name}")
+        append_hour(tables, pool, source, first_hour)
+        env = {"SPARK_REMOTE": f"sc://{HOST}:{port}"}
+        return cold_hours(tables, pool, source, warehouse, home, first_hour, repeats, extra_env=env)
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=60)
+        log.close()
 
 
 def maintenance_effect(spark, tables, pool: Path, work: Path, hours: int, repeats: int) -> dict:
@@ -458,8 +483,12 @@ def main(argv=None) -> int:
     results["sensor"] = sensor_ticks(pool, tables, growing, instance, after, args.repeats)
 
     _print("cold hours (a new process each)")
-    results["cold_hour"] = cold_hours(tables, pool, growing, warehouse, work / f"full_warm_{args.repeats - 1}_dagster",
-                                      after, args.repeats)
+    home = work / f"full_warm_{args.repeats - 1}_dagster"
+    results["cold_hour"] = cold_hours(tables, pool, growing, warehouse, home, after, args.repeats)
+    report(results)
+    _print("cold hours through a Spark Connect server (a new client process each)")
+    results["cold_hour_connect"] = cold_hours_through_connect(tables, pool, growing, warehouse, home,
+                                                              after + timedelta(hours=args.repeats), args.repeats)
     report(results)
     _print(f"table maintenance after {args.maintenance_hours} hourly writes")
     results["maintenance"] = maintenance_effect(spark, tables, pool, work, args.maintenance_hours, args.repeats)

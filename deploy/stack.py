@@ -115,15 +115,9 @@ class Stack:
         self.save()
 
     def _wait_for_port(self, name: str, port: int, timeout: float = 120) -> None:
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            with socket.socket() as s:
-                if s.connect_ex((HOST, port)) == 0:
-                    return
-            pid = self.pids.get(name)
-            if pid and not _alive(pid):
-                break
-            time.sleep(0.5)
+        pid = self.pids.get(name)
+        if wait_for_port(port, timeout, alive=lambda: not pid or _alive(pid)):
+            return
         raise RuntimeError(f"{name} did not listen on {HOST}:{port}; see {self.directory / 'logs' / (name + '.log')}")
 
     def start_postgres(self) -> None:
@@ -179,17 +173,10 @@ class Stack:
 
     def start_connect(self) -> None:
         """A Spark Connect server whose driver runs on the cluster: each run is one of its
-        sessions. It gets the project's static defaults, which a Connect client cannot set."""
+        sessions."""
         self.connect_port = free_port()
-        server_conf = {**{k: v for k, v in LOCAL_DEFAULTS.items() if k != "spark.master"}, **self.driver_conf(),
-                       "spark.app.name": "incremental-assets-connect",
-                       "spark.connect.grpc.binding.address": HOST,
-                       "spark.connect.grpc.binding.port": str(self.connect_port)}
-        args = [str(spark_home() / "bin" / "spark-submit"), "--class", CONNECT_SERVER_CLASS,
-                "--master", self.spark_master]
-        for key, value in server_conf.items():
-            args += ["--conf", f"{key}={value}"]
-        self._start("spark-connect", args, self.spark_env())
+        self._start("spark-connect", connect_server_command(self.spark_master, self.connect_port, self.driver_conf()),
+                    self.spark_env())
         self._wait_for_port("spark-connect", self.connect_port, timeout=180)
 
     def spark_client_env(self) -> dict[str, str]:
@@ -270,6 +257,30 @@ class Stack:
             f"  export DAGSTER_HOME={self.dagster_home} DAGSTER_PG_URL={self.pg_url} "
             + " ".join(f"{k}='{v}'" for k, v in self.spark_client_env().items()),
         ])
+
+
+def connect_server_command(master: str, port: int, conf: dict[str, str] | None = None) -> list[str]:
+    """spark-submit of a Spark Connect server (from the installed pyspark) on `master`, listening
+    on HOST:port. It gets the project's static defaults, which a Connect client cannot set, then
+    `conf`."""
+    server_conf = {**{k: v for k, v in LOCAL_DEFAULTS.items() if k != "spark.master"}, **(conf or {}),
+                   "spark.app.name": "incremental-assets-connect",
+                   "spark.connect.grpc.binding.address": HOST, "spark.connect.grpc.binding.port": str(port)}
+    args = [str(spark_home() / "bin" / "spark-submit"), "--class", CONNECT_SERVER_CLASS, "--master", master]
+    for key, value in server_conf.items():
+        args += ["--conf", f"{key}={value}"]
+    return args
+
+
+def wait_for_port(port: int, timeout: float, alive=lambda: True) -> bool:
+    """Whether something listens on HOST:port within `timeout` s (False as soon as alive() is not)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline and alive():
+        with socket.socket() as s:
+            if s.connect_ex((HOST, port)) == 0:
+                return True
+        time.sleep(0.5)
+    return False
 
 
 def _run(args: list[str]) -> str:

@@ -3,10 +3,12 @@ PostgreSQL as Dagster's storage, a Spark standalone master with two workers, dag
 and dagster-daemon with deploy/dagster.yaml, all on free loopback ports.
 
 The daemon's sensors process the source's closed load hours through the cluster and record
-everything in PostgreSQL. Two overlapping runs launched at once are serialised by the pool. A run
-whose process is killed is marked failed by run monitoring, and the next run releases its
-locks. In the end the tables equal a local-mode run over the same source. Every process started
-is stopped at the end, whatever happens; nothing listens beyond 127.0.0.1.
+everything in PostgreSQL. Three overlapping runs started at once (two through the queue, one
+executed by the CLI in its own process) are serialised by the pool. A run whose process is
+killed is retried by the daemon, and the retry releases its locks; a run killed with its code
+server is marked failed by run monitoring, and the next run releases its locks. In the end
+the tables equal a local-mode run over the same source. Every process started is stopped at
+the end, whatever happens; nothing listens beyond 127.0.0.1.
 """
 
 import os
@@ -14,6 +16,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from datetime import date, datetime, timedelta, timezone
@@ -24,10 +27,10 @@ import requests
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 from dagster_graphql import DagsterGraphQLClient
 
-from deploy.stack import HOST, Stack
+from deploy.stack import HOST, REPO, Stack
 from incremental_assets.planning.processing_manifest import ItemStatus, State
 from resources.manifest import ManifestStore
-from tests.live import assert_tables_equal_a_local_run, moved_in_time, settled, write_loads
+from tests.live import HOURLY, assert_tables_equal_a_local_run, moved_in_time, settled, write_loads
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -113,6 +116,41 @@ def step_span(instance, run_id: str, step_key: str) -> tuple[float, float]:
     return times["STEP_START"], times.get("STEP_SUCCESS", times.get("STEP_FAILURE"))
 
 
+def materialize_in_process(stack: Stack, first: int, last: int) -> subprocess.Popen:
+    """`dagster asset materialize` of the hourly assets over hours first..last: a run executed
+    in the CLI's own process, on the stack's instance and cluster."""
+    return subprocess.Popen(
+        [str(Path(sys.executable).parent / "dagster"), "asset", "materialize", "-m", "incremental_assets.definitions",
+         "--select", ",".join(HOURLY), "--partition-range", f"{key(first)}...{key(last)}"],
+        env=stack.dagster_env(), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def retries(instance, run_id: str) -> list:
+    """The runs re-executing run_id (its retries, and theirs), oldest first."""
+    return list(reversed(instance.get_runs(filters=RunsFilter(tags={"dagster/root_run_id": run_id}))))
+
+
+def retried(instance, run_id: str, printed: set[str]):
+    """The retry of run_id that succeeded, once one has; a failed retry's messages are printed
+    (once: `printed` holds the ids already shown)."""
+    for run in retries(instance, run_id):
+        if run.status == DagsterRunStatus.SUCCESS:
+            return run
+        if run.status == DagsterRunStatus.FAILURE and run.run_id not in printed:
+            printed.add(run.run_id)
+            print(f"retry {run.run_id} failed:", failure_messages(instance, run.run_id))
+    return None
+
+
+def assert_released_by(warehouse: Path, dead_run_id: str, run_ids: set[str]) -> None:
+    """No manifest item is locked, and the dead run's locks were released by one of run_ids."""
+    manifest = ManifestStore(str(warehouse / "processing_manifest"))
+    assert not [item for item, state in manifest.states().items() if state.status is ItemStatus.LOCKED]
+    released = [r for r in manifest.records() if r.state is State.FAILED
+                and (r.payload or {}).get("abandoned_run_id") == dead_run_id]
+    assert released and {r.run_id for r in released} <= run_ids, (released, run_ids)
+
+
 def failure_messages(instance, run_id: str) -> list[str]:
     return [e.message for e in instance.all_logs(run_id) if e.dagster_event and e.dagster_event.event_type_value in
             ("RUN_FAILURE", "PIPELINE_FAILURE", "STEP_FAILURE", "ENGINE_EVENT")][-4:]
@@ -164,23 +202,45 @@ def test_the_daemon_runs_the_hours_on_the_cluster_with_postgres_and_matches_loca
         addresses = listening_addresses(stack)
         assert set(addresses) == {HOST}, addresses
 
-        # Two overlapping runs launched at once (the UI's "Materialize", through GraphQL): the
-        # queue starts both, and the pool (hourly_sessions, limit 1) runs their hourly steps
-        # one after the other; both succeed (without it, the second would find the shared
-        # hours locked and fail).
+        # Three overlapping runs at once: two launched as the UI's "Materialize" does (through
+        # GraphQL, so through the queue) and one executed in its own process by Dagster's CLI
+        # (`dagster asset materialize`, which never passes through the queue). The pool
+        # (hourly_sessions, limit 1, op granularity) runs their hourly steps one after the
+        # other, and all succeed (without it, a run would find the shared hours locked and fail).
         client = DagsterGraphQLClient(HOST, port_number=stack.webserver_port)
         run_ids = [launch_hours(client, 0, 3), launch_hours(client, 2, 5)]
-        runs = wait_until("both runs to finish", lambda: finished(instance, run_ids), stack)
-        assert [r.status for r in runs] == [DagsterRunStatus.SUCCESS] * 2, run_ids
-        records = {r.dagster_run.run_id: r for r in instance.get_run_records(RunsFilter(run_ids=run_ids))}
-        assert max(r.start_time for r in records.values()) < min(r.end_time for r in records.values())  # together
-        first, second = sorted(step_span(instance, run_id, "hourly_assets") for run_id in run_ids)
-        assert first[1] <= second[0], (first, second)  # their hourly steps: one after the other
+        cli = materialize_in_process(stack, 1, 4)
+        runs = wait_until("the three runs to finish", lambda: cli.poll() is not None and finished(instance, run_ids),
+                          stack)
+        out, _ = cli.communicate()
+        assert cli.returncode == 0, out
+        (cli_run,) = [r for r in instance.get_runs(filters=RunsFilter(tags={
+            "dagster/asset_partition_range_start": key(1)})) if r.run_id not in run_ids]
+        runs.append(cli_run)
+        assert [r.status for r in runs] == [DagsterRunStatus.SUCCESS] * 3, [r.run_id for r in runs]
+        records = instance.get_run_records(RunsFilter(run_ids=[r.run_id for r in runs]))
+        assert max(r.start_time for r in records) < min(r.end_time for r in records)  # together
+        spans = sorted(step_span(instance, r.run_id, "hourly_assets") for r in runs)
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), spans  # their hourly steps: one at a time
+
+        # A run whose process is killed (the kernel's OOM killer, a `kill -9`): its code server
+        # marks it failed, and the daemon retries it (run_retries: a dead worker is not a failed
+        # step) from the step that did not finish; the retry's claim releases its locks.
+        killed_id = launch_hours(client, 0, 1)
+        os.kill(wait_until("the run to hold its manifest items",
+                           lambda: claiming_pid(cluster_warehouse, killed_id), stack), signal.SIGKILL)
+        retry = wait_until("the daemon's retry of the killed run to succeed",
+                           lambda: retried(instance, killed_id, set()), stack)
+        assert instance.get_run_by_id(killed_id).status == DagsterRunStatus.FAILURE
+        assert int(retry.tags["dagster/retry_number"]) >= 1
+        assert_released_by(cluster_warehouse, killed_id, {r.run_id for r in retries(instance, killed_id)})
 
         # A run whose process dies with the code server that started it (as when their host
         # goes down): nothing is left to report the run, so run monitoring must find its worker
-        # gone and mark it failed (resources/run_launcher.py); the next run over the same hours
-        # releases its locks.
+        # gone and mark it failed (resources/run_launcher.py). The daemon cannot retry it until
+        # it has restarted the code server it lost (Dagster gives the retry up if it tries
+        # before), so the next run is launched by hand until one runs; the daemon's retry, if
+        # it made one, counts too. That run releases the dead run's locks.
         killed_id = launch_hours(client, 0, 1)
         pid = wait_until("the run to hold its manifest items", lambda: claiming_pid(cluster_warehouse, killed_id),
                          stack)
@@ -190,11 +250,11 @@ def test_the_daemon_runs_the_hours_on_the_cluster_with_postgres_and_matches_loca
         wait_until("run monitoring to mark the killed run failed", lambda: instance.get_run_by_id(
             killed_id).status == DagsterRunStatus.FAILURE, stack)
         assert any("Detected run worker status FAILED" in (e.message or "") for e in instance.all_logs(killed_id))
-        # The daemon restarts the code server it lost; a run launched before it is back fails
-        # to start, so the next run is launched again until one runs.
         attempts: list[str] = []
 
         def next_run_succeeded():
+            if (retry := retried(instance, killed_id, set())) is not None:
+                return retry
             runs = finished(instance, attempts) if attempts else []
             if runs is None:
                 return None  # one still going
@@ -205,13 +265,10 @@ def test_the_daemon_runs_the_hours_on_the_cluster_with_postgres_and_matches_loca
             attempts.append(launch_hours(client, 0, 1))
             return None
 
-        retry = wait_until("a run over those hours to succeed after the kill", next_run_succeeded, stack)
-        manifest = ManifestStore(str(cluster_warehouse / "processing_manifest"))
-        assert not [item for item, state in manifest.states().items() if state.status is ItemStatus.LOCKED]
-        released = [r for r in manifest.records() if r.state is State.FAILED
-                    and (r.payload or {}).get("abandoned_run_id") == killed_id]
-        assert released and {r.run_id for r in released} <= set(attempts) and retry.run_id == attempts[-1]
+        wait_until("a run over those hours to succeed after the kill", next_run_succeeded, stack)
         wait_until("every run to finish", lambda: settled(instance), stack)
+        assert_released_by(cluster_warehouse, killed_id,
+                           set(attempts) | {r.run_id for r in retries(instance, killed_id)})
         instance.dispose()
     finally:
         stack.down()

@@ -38,10 +38,12 @@ def test_every_target_met_when_the_hour_costs_the_same_on_any_history():
 
 def test_the_hour_target_follows_the_benchmark_size_and_the_cold_hour_is_reported():
     results = {**_results(_hour(20, 1000, 100), _hour(5, 1100, 110)), "source_rows": 10_000_000,
-               "cold_hour": Figure([19.0, 21.0, 30.0])}
+               "cold_hour": Figure([19.0, 21.0, 30.0]), "cold_hour_connect": Figure([9.0, 8.0, 25.0])}
     rows = _by_target(results)
     assert rows["warm incremental hour at 30 d of history at most 6 s"] == ("5.0 s", True)
     assert rows["cold CLI run for one new hour at 30 d at most 20 s"] == ("21.0 s", False)
+    assert rows["cold CLI run for one new hour at 30 d, through a Spark Connect server, at most 20 s"] == (
+        "9.0 s", True)
 
 
 def test_growth_with_history_is_reported_as_missed_per_measure():
