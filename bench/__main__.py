@@ -294,10 +294,11 @@ def cold_hours_through_connect(tables, pool: Path, source: Path, warehouse: Path
     mode, the same settings as this process's Spark): a run pays its Python start and its
     work, not a JVM's start. The server's own start is not counted (it outlives the runs)."""
     from deploy.stack import HOST, connect_server_command, free_port, spark_home, wait_for_port
+    from resources.spark import LOCAL_DEFAULTS
 
     port = free_port()
     log = open(Path(warehouse).parent / "connect-server.log", "ab")
-    server = subprocess.Popen(connect_server_command("local[*]", port), env={**os.environ, "SPARK_HOME": str(
+    server = subprocess.Popen(connect_server_command(LOCAL_DEFAULTS["spark.master"], port), env={**os.environ, "SPARK_HOME": str(
         spark_home()), "SPARK_LOCAL_IP": HOST}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         if not wait_for_port(port, 180, alive=lambda: server.poll() is None):

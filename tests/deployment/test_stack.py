@@ -226,11 +226,11 @@ def test_the_daemon_runs_the_hours_on_the_cluster_with_postgres_and_matches_loca
         # A run whose process is killed (the kernel's OOM killer, a `kill -9`): its code server
         # marks it failed, and the daemon retries it (run_retries: a dead worker is not a failed
         # step) from the step that did not finish; the retry's claim releases its locks.
-        killed_id = launch_hours(client, 0, 1)
+        killed_id, printed = launch_hours(client, 0, 1), set()
         os.kill(wait_until("the run to hold its manifest items",
                            lambda: claiming_pid(cluster_warehouse, killed_id), stack), signal.SIGKILL)
         retry = wait_until("the daemon's retry of the killed run to succeed",
-                           lambda: retried(instance, killed_id, set()), stack)
+                           lambda: retried(instance, killed_id, printed), stack)
         assert instance.get_run_by_id(killed_id).status == DagsterRunStatus.FAILURE
         assert int(retry.tags["dagster/retry_number"]) >= 1
         assert_released_by(cluster_warehouse, killed_id, {r.run_id for r in retries(instance, killed_id)})
@@ -251,9 +251,10 @@ def test_the_daemon_runs_the_hours_on_the_cluster_with_postgres_and_matches_loca
             killed_id).status == DagsterRunStatus.FAILURE, stack)
         assert any("Detected run worker status FAILED" in (e.message or "") for e in instance.all_logs(killed_id))
         attempts: list[str] = []
+        printed = set()
 
         def next_run_succeeded():
-            if (retry := retried(instance, killed_id, set())) is not None:
+            if (retry := retried(instance, killed_id, printed)) is not None:
                 return retry
             runs = finished(instance, attempts) if attempts else []
             if runs is None:
