@@ -27,6 +27,7 @@ from incremental_assets.transforms.attributes import (
     user_attributes,
 )
 from incremental_assets.transforms.daily_aggregates import daily_aggregates, rows_by_day_and_load_day
+from resources.materialized import materialized
 from resources.warehouse import WarehouseResource
 
 
@@ -43,7 +44,7 @@ def aggregate_days(warehouse: WarehouseResource, first_day: date, end_day: date,
         FILTERED_EVENTS) else None
     if filtered is None:
         raise FileNotFoundError(f"input table {FILTERED_EVENTS!r} does not exist yet: run the load hours first")
-    daily = daily_aggregates(filtered).cache()
+    daily = materialized(daily_aggregates(filtered))
     ledger = rows_by_day_and_load_day(filtered).select(
         "event_date", "load_date", "rows_aggregated",
         F.lit(0).cast("long").alias("rows_pending"),
@@ -103,7 +104,7 @@ def figures_by_day(warehouse: WarehouseResource, results: DailyResults, first_da
         if day in figures:
             figures[day].pending_before += n
             figures[day].unaccounted_before -= n
-    # One pass over the cached daily rows: a user-day's `events` are its filtered rows, so their
+    # One pass over the materialized daily rows: a user-day's `events` are its filtered rows, so their
     # sum is what the daily manifest records as aggregated (its ledger would re-read them).
     for row in results.daily.groupBy("event_date").agg(F.count(F.lit(1)).alias("rows"),
                                                        F.sum("events").alias("aggregated")).collect():

@@ -44,6 +44,7 @@ from incremental_assets.transforms.sessions import (
     session_lifecycle,
     sessions_needing_update,
 )
+from resources.materialized import materialized
 from resources.tables import RowRange
 from resources.warehouse import WarehouseResource
 
@@ -75,7 +76,7 @@ class HourlyResults:
     to_refilter: DataFrame  # the changed sessions, queued until their filtered rows are written
     refiltered: tuple[str, ...]  # append ids of the queue rows the filtered write takes off
     counts_range: tuple[datetime, datetime]  # load hours whose filtered counts are recomputed
-    cached: list[DataFrame] = field(default_factory=list)
+    materialized: list[DataFrame] = field(default_factory=list)  # released once written
     facts: dict = field(default_factory=dict)  # for metadata: scan_from, counts of changes
 
     @property
@@ -103,17 +104,17 @@ def compute(warehouse: WarehouseResource, start: datetime, end: datetime) -> Hou
     rows = read_source(tables, settings.source, start, end, version=snapshot.version if snapshot else None)
     validated = validate(rows, days_late_allowed=settings.days_late_allowed,
                          allow_null_dvce_tstamps=settings.allow_null_dvce_tstamps, app_ids=settings.app_ids)
-    valid = validated.valid.cache()
-    rejected = validated.rejected.cache()  # written, then counted per hour for the metadata
+    valid = materialized(validated.valid)
+    rejected = materialized(validated.rejected)  # written, then counted per hour for the metadata
 
     # Dedupe (rules 3): against the copies recorded before the window; then the stored copies
     # after it that the window's kept copies dominate.
     earlier = _read_or_empty(warehouse, EVENT_COPIES, COPIES_SCHEMA, "load_tstamp", start - lookback, start,
                              columns=list(COPY_COLUMNS))
-    kept = kept_copies(valid, earlier, lookback=lookback).cache()
+    kept = materialized(kept_copies(valid, earlier, lookback=lookback))
     later = _read_or_empty(warehouse, EVENT_COPIES, COPIES_SCHEMA, "load_tstamp", end, end + lookback,
                            columns=list(COPY_COLUMNS))
-    dominated = dominated_later(kept, later, lookback=lookback).cache()
+    dominated = materialized(dominated_later(kept, later, lookback=lookback))
     dominated_ids = sorted({r.event_id for r in dominated.select("event_id").distinct().collect()})
     dominated_rows = RowRange("load_tstamp", end, end + lookback, key="event_id", values=tuple(dominated_ids))
 
@@ -123,10 +124,11 @@ def compute(warehouse: WarehouseResource, start: datetime, end: datetime) -> Hou
     of_removed = (dominated.select("domain_sessionid").distinct()
                   .join(stored.select("domain_sessionid", "first_load_tstamp"), "domain_sessionid", "left")
                   .select("domain_sessionid", F.col("first_load_tstamp").alias("scan_from")))
-    queued = _read_or_empty(warehouse, SESSIONS_TO_REFILTER, REFILTER_SCHEMA).cache()
-    touched_from = (to_update.unionByName(of_removed)
-                    .unionByName(queued.select("domain_sessionid", F.col("changed_from").alias("scan_from")))
-                    .groupBy("domain_sessionid").agg(F.min("scan_from").alias("scan_from")).cache())
+    queued = materialized(_read_or_empty(warehouse, SESSIONS_TO_REFILTER, REFILTER_SCHEMA))
+    touched_from = materialized(
+        to_update.unionByName(of_removed)
+        .unionByName(queued.select("domain_sessionid", F.col("changed_from").alias("scan_from")))
+        .groupBy("domain_sessionid").agg(F.min("scan_from").alias("scan_from")))
     touched = touched_from.select("domain_sessionid")
     oldest = touched_from.agg(F.min("scan_from")).first()[0]
     floor = start - settings.session_lookback
@@ -135,8 +137,8 @@ def compute(warehouse: WarehouseResource, start: datetime, end: datetime) -> Hou
                      .join(touched, "domain_sessionid", "left_semi")
                      .where(~((F.col("load_tstamp") >= F.lit(start)) & (F.col("load_tstamp") < F.lit(end))))
                      .join(dominated.select("event_id", "load_tstamp"), ["event_id", "load_tstamp"], "left_anti"))
-    session_events = stored_events.unionByName(kept.join(touched, "domain_sessionid", "left_semi")).cache()
-    lifecycle = session_lifecycle(session_events, max_session_days=settings.max_session_days).cache()
+    session_events = materialized(stored_events.unionByName(kept.join(touched, "domain_sessionid", "left_semi")))
+    lifecycle = materialized(session_lifecycle(session_events, max_session_days=settings.max_session_days))
     changed = (changed_sessions(lifecycle, stored.join(touched, "domain_sessionid", "left_semi"))
                .unionByName(queued.select("domain_sessionid", "changed_from"))
                .groupBy("domain_sessionid").agg(F.min("changed_from").alias("changed_from")).collect())
@@ -155,7 +157,7 @@ def compute(warehouse: WarehouseResource, start: datetime, end: datetime) -> Hou
     if changed_ids:
         again = stored_events.where(F.col("domain_sessionid").isin(list(changed_ids)))
         filtered = filtered.unionByName(filtered_events(again, lifecycle, **filter_settings))
-    filtered = filtered.cache()
+    filtered = materialized(filtered)
 
     to_refilter, append_id = queue_rows(warehouse, changed)
     first_count_hour = min(start, floor_hour(changed_rows.start)) if changed_ids else start
@@ -168,7 +170,7 @@ def compute(warehouse: WarehouseResource, start: datetime, end: datetime) -> Hou
         refiltered=tuple(sorted({r.append_id for r in queued.select("append_id").distinct().collect()}
                                 | ({append_id} if changed else set()))),
         counts_range=counts_range,
-        cached=[valid, rejected, kept, dominated, queued, touched_from, session_events, lifecycle, filtered],
+        materialized=[valid, rejected, kept, dominated, queued, touched_from, session_events, lifecycle, filtered],
         facts={"scan_from": scan_from.isoformat(), "copies_dominated": len(dominated_ids),
                "sessions_changed": len(changed_ids)})
 
@@ -184,7 +186,7 @@ class HourFigures:
 
 def figures_by_hour(results: HourlyResults) -> dict[datetime, HourFigures]:
     """Per load hour of [start, end): rows kept, rejected by reason, filtered by event day (three
-    small aggregations of the cached rows; the filtered rows of earlier hours that changed
+    small aggregations of the materialized rows; the filtered rows of earlier hours that changed
     sessions brought back are not the window's)."""
     figures = {hour: HourFigures() for hour in hours_between(results.start, results.end)}
 

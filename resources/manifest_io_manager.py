@@ -38,14 +38,19 @@ from deltalake.exceptions import CommitFailedError
 from incremental_assets.names import PROCESSING_MANIFEST, RETRY_OF_TAGS, STATE_TABLES
 from incremental_assets.planning.processing_manifest import PROBLEM_STATUSES, ItemStatus, State
 from resources.manifest import ManifestStore, abandoned_lock_check, claiming_process, item_id, split_item_id
+from resources.materialized import release, rows_were_lost
 from resources.tables import RowRange, WriteResult
 from resources.warehouse import WarehouseResource
 
 
-# Failures worth trying the step again for: Delta commits that kept conflicting after the
-# table store's own retries (busy tables); others (bad data, a missing source) fail at once.
-TRANSIENT_ERRORS = (CommitFailedError,)
 TRANSIENT_RETRIES = 2
+
+
+def is_transient(error: BaseException) -> bool:
+    """Worth trying the step again for: a Delta commit that kept conflicting after the table
+    store's own retries (a busy table), or materialized rows lost with their executor. Others
+    (bad data, a missing source, a failed check) would fail the same way: they fail at once."""
+    return isinstance(error, CommitFailedError) or rows_were_lost(error)
 
 
 @dataclass
@@ -105,7 +110,7 @@ class TableOutput:
     markers: list[TableWrite] = field(default_factory=list)  # written once the items are PROCESSED
     metadata: dict[str, Any] = field(default_factory=dict)
     payload: dict[str, Any] = field(default_factory=dict)  # stored with every PROCESSED record
-    cached: list[Any] = field(default_factory=list)  # DataFrames to unpersist once written
+    materialized: list[Any] = field(default_factory=list)  # DataFrames to release once written
 
 
 def partition_items(context, names: Sequence[str]) -> list[str]:
@@ -139,10 +144,6 @@ def claimed(context, warehouse: WarehouseResource, names: Sequence[str]) -> Iter
         yield claim
     except GeneratorExit:
         raise
-    except TRANSIENT_ERRORS as exc:
-        # The step is retried in the same run, which takes back its FAILED items.
-        claim.fail(_one_line(exc))
-        raise RetryRequested(max_retries=TRANSIENT_RETRIES, seconds_to_wait=5) from exc
     except BaseException as exc:
         _fail(claim, exc)
 
@@ -154,8 +155,12 @@ def _key_range(items: list[str]) -> str:
 
 
 def _one_line(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}".strip().splitlines()
-    return (text[0] if text else type(exc).__name__)[:500]
+    """The error in one line. A Py4J error's own first line only names the JVM call ("An error
+    occurred while calling o123.collectToPython."): the Java exception's line follows it."""
+    lines = [line.strip() for line in f"{type(exc).__name__}: {exc}".strip().splitlines() if line.strip()]
+    if len(lines) > 1 and "An error occurred while calling" in lines[0]:
+        return f"{lines[0]} {lines[1].lstrip(': ')}"[:500]
+    return (lines[0] if lines else type(exc).__name__)[:500]
 
 
 class FilesRemovedError(RuntimeError):
@@ -179,7 +184,12 @@ def _explained(exc: BaseException, items: Sequence[str]) -> BaseException:
 
 
 def _fail(claim: StepClaim, exc: BaseException):
-    """Record the step's items FAILED with the reason, and raise (restated when known)."""
+    """Record the step's items FAILED with the reason, and raise: a transient failure asks
+    Dagster to run the step again in the same run (the retry takes back the FAILED items); any
+    other raises the error, restated when known."""
+    if is_transient(exc):
+        claim.fail(_one_line(exc))
+        raise RetryRequested(max_retries=TRANSIENT_RETRIES, seconds_to_wait=5) from exc
     error = _explained(exc, claim.items)
     claim.fail(_one_line(error))
     if error is not exc:
@@ -264,8 +274,8 @@ class ManifestIOManager(ConfigurableIOManager):
         except BaseException as exc:
             _fail(claim, exc)
         finally:
-            for df in obj.cached:
-                df.unpersist()
+            for df in obj.materialized:
+                release(df)
         if obj.completes:
             claim.complete({**({"window_start": window.start.isoformat(), "window_end": window.end.isoformat()}
                                if window else {}), **obj.payload})

@@ -49,7 +49,7 @@ def daily_aggregates(context: AssetExecutionContext, warehouse: WarehouseResourc
         results = aggregate_days(warehouse, first_day, end_day, context.run_id)
         _add_day_metadata(context, figures_by_day(warehouse, results, first_day, end_day))
         return TableOutput(
-            df=results.daily, claim=claim, cached=[results.daily],
+            df=results.daily, claim=claim, materialized=[results.daily],
             before=[TableWrite(USERS_TO_REFRESH, results.users_to_refresh, "append")],
             markers=[TableWrite(DAILY_MANIFEST, results.ledger, "replace_range", range_column="event_date")],
             metadata={**run_state_metadata(context, warehouse.settings), **schema_metadata(results.daily)},

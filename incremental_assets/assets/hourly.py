@@ -1,7 +1,7 @@
 """The load-hour assets: base_events, sessions_lifecycle_manifest, quarantined_sessions and
 filtered_events, materialized together by one step for a range of closed load hours.
 
-One step: one manifest claim and one close for all four, one source read, shared cached
+One step: one manifest claim and one close for all four, one source read, shared materialized
 DataFrames. The computation is `hourly_step`; this module hands its results to the manifest
 IO manager in the asset graph's order: base_events, the sessions, filtered_events (and their
 counts); once the manifest records them PROCESSED, the hours' ledger rows, the completion marker. A crash anywhere leaves what the
@@ -93,7 +93,7 @@ def hourly_assets(context: AssetExecutionContext, warehouse: WarehouseResource):
             if results.refiltered else []
         yield Output(TableOutput(
             results.filtered, claim, rows=[results.dominated, results.changed], payload=payload,
-            cached=results.cached, metadata={**state, **schema_metadata(results.filtered)},
+            materialized=results.materialized, metadata={**state, **schema_metadata(results.filtered)},
             after=[TableWrite(FILTERED_COUNTS, lambda: filtered_counts(warehouse, results), "replace_range",
                               range_column="load_hour_tstamp", range=results.counts_range),
                    *refiltered],
