@@ -41,8 +41,11 @@ setup: check-prereqs $(STAMP)
 demo: setup
 	$(BIN)/python -m incremental_assets.demo --lake $(SAMPLE_LAKE) --start $(DEMO_START) --days $(DEMO_DAYS) --events $(DEMO_EVENTS)
 
+# Test files run on TEST_WORKERS processes, each with its own Spark session (a file stays on
+# one process: its module fixtures are built once).
+TEST_WORKERS ?= 2
 test: setup
-	$(BIN)/python -m pytest --ignore=tests/deployment
+	$(BIN)/python -m pytest --ignore=tests/deployment -n $(TEST_WORKERS) --dist loadfile
 
 # The production-like stack (deploy/): PostgreSQL from the OS packages, a Spark standalone
 # master and two workers from the installed pyspark, dagster-webserver and dagster-daemon.
