@@ -59,7 +59,8 @@ COPIES_SCHEMA = ("event_id string, load_tstamp timestamp, collector_tstamp times
 
 @dataclass
 class HourlyResults:
-    """What one hourly run writes. DataFrames are lazy; the short lists are collected."""
+    """What one hourly run writes. The DataFrames in `materialized` are computed; the others
+    are lazy, built on them; the short lists are collected."""
 
     start: datetime
     end: datetime
