@@ -36,8 +36,6 @@ def release(df: DataFrame) -> None:
     plan = jdf.queryExecution().logical()
     if plan.getClass().getSimpleName() == "LogicalRDD":  # what a checkpoint reads from
         plan.rdd().unpersist(False)
-    else:
-        df.unpersist()
 
 
 def rows_were_lost(error: BaseException) -> bool:
