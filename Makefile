@@ -11,11 +11,12 @@ DEMO_START  ?= 2026-01-05
 DEMO_DAYS   ?= 7
 DEMO_EVENTS ?= 200000
 
-.PHONY: help setup check-prereqs demo test test-clocks test-deployment stack-up stack-down soak ui validate bench bench-small clean
+.PHONY: help setup check-prereqs demo test test-long test-clocks test-deployment stack-up stack-down soak ui validate bench bench-small clean
 
 help:
 	@echo "make demo    set up, generate a sample event lake, run the pipeline on it"
-	@echo "make test    set up and run the test suite"
+	@echo "make test    set up and run the test suite (all but the long tests)"
+	@echo "make test-long  the long tests: many runs end to end, a real daemon, killed and racing processes"
 	@echo "make test-clocks  the clock-dependent tests under two clocks (midnight and noon UTC)"
 	@echo "make test-deployment  the production-like stack end to end (PostgreSQL, Spark cluster, daemon)"
 	@echo "make stack-up / stack-down  start / stop that stack locally (state in .stack/)"
@@ -42,10 +43,14 @@ demo: setup
 	$(BIN)/python -m incremental_assets.demo --lake $(SAMPLE_LAKE) --start $(DEMO_START) --days $(DEMO_DAYS) --events $(DEMO_EVENTS)
 
 # Test files run on TEST_WORKERS processes, each with its own Spark session (a file stays on
-# one process: its module fixtures are built once).
+# one process: its module fixtures are built once). The long tests (marker `long`: many runs
+# end to end, a real daemon, killed or racing child processes) are `make test-long`; CI runs both.
 TEST_WORKERS ?= 2
 test: setup
-	$(BIN)/python -m pytest --ignore=tests/deployment -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest --ignore=tests/deployment -m "not long" -n $(TEST_WORKERS) --dist loadfile
+
+test-long: setup
+	$(BIN)/python -m pytest --ignore=tests/deployment -m long -n $(TEST_WORKERS) --dist loadfile
 
 # The production-like stack (deploy/): PostgreSQL from the OS packages, a Spark standalone
 # master and two workers from the installed pyspark, dagster-webserver and dagster-daemon.

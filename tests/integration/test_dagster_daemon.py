@@ -25,7 +25,7 @@ import requests
 from tests.delta_reads import read_pandas, read_table
 from tests.live import HOURLY, launch_backfill, moved_in_time, settled, write_loads
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.clock]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.long, pytest.mark.clock]
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

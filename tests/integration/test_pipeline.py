@@ -14,7 +14,7 @@ import pytest
 
 from tests.delta_reads import read_pandas
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.long]
 
 START = date(2026, 1, 5)
 AS_OF = "2026-01-07"

@@ -45,7 +45,7 @@ from tests.reliability.helpers import (
     use_settings,
 )
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.long]
 
 HOURLY_TABLES = {"base_events", "rejected_events", "event_copies", "sessions_lifecycle_manifest",
                  "quarantined_sessions", "filtered_events", "filtered_events_counts", "processed_load_hours"}

@@ -28,7 +28,7 @@ from tests.reliability.helpers import (
     wait_for,
 )
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.long]
 
 HOLD_SECONDS = 6
 SECOND_RUN_HOURS = [f"2026-01-05-{hour:02d}:00" for hour in range(1, 6)]

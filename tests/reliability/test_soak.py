@@ -3,7 +3,7 @@
 The source grows one load hour at a time; after each hour, `run --until` the end of that hour.
 Every run must succeed (every CLI process exit 0: a process that aborts at shutdown after its
 work is done fails here), and at the end every output table must equal one run over the
-whole source. `make test` runs a few hours; `make soak` many (SOAK_HOURS).
+whole source. `make test-long` runs a few hours; `make soak` many (SOAK_HOURS).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from tests.reliability.helpers import (
     snapshot,
 )
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.long]
 
 HOURS = int(os.environ.get("SOAK_HOURS", "4"))  # per mode; `make soak` sets more
 FIRST_HOUR = datetime(LAKE_START.year, LAKE_START.month, LAKE_START.day, tzinfo=timezone.utc)
