@@ -45,12 +45,14 @@ demo: setup
 # Test files run on TEST_WORKERS processes, each with its own Spark session (a file stays on
 # one process: its module fixtures are built once). The long tests (marker `long`: many runs
 # end to end, a real daemon, killed or racing child processes) are `make test-long`; CI runs both.
+# Files go out in collection order (tests/differential first, the longest file): xdist's
+# default puts files with few tests last, and the longest then ran alone at the end.
 TEST_WORKERS ?= 2
 test: setup
-	$(BIN)/python -m pytest --ignore=tests/deployment -m "not long" -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest --ignore=tests/deployment -m "not long" -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test-long: setup
-	$(BIN)/python -m pytest --ignore=tests/deployment -m long -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest --ignore=tests/deployment -m long -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # The production-like stack (deploy/): PostgreSQL from the OS packages, a Spark standalone
 # master and two workers from the installed pyspark, dagster-webserver and dagster-daemon.
