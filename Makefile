@@ -48,11 +48,12 @@ demo: setup
 # Files go out in collection order (tests/differential first, the longest file): xdist's
 # default puts files with few tests last, and the longest then ran alone at the end.
 TEST_WORKERS ?= 2
+PYTEST_SPREAD = $(BIN)/python -m pytest --ignore=tests/deployment -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 test: setup
-	$(BIN)/python -m pytest --ignore=tests/deployment -m "not long" -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	$(PYTEST_SPREAD) -m "not long"
 
 test-long: setup
-	$(BIN)/python -m pytest --ignore=tests/deployment -m long -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	$(PYTEST_SPREAD) -m long
 
 # The production-like stack (deploy/): PostgreSQL from the OS packages, a Spark standalone
 # master and two workers from the installed pyspark, dagster-webserver and dagster-daemon.
