@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import operator
 import uuid
+import weakref
 from importlib.metadata import PackageNotFoundError, version
 from typing import Callable, Sequence
 
@@ -50,19 +51,27 @@ def _delta_spark_coordinate() -> str:
     return f"io.delta:delta-spark_{spark_minor}_2.13:{delta_version}"
 
 
+# Whether a class loads, per driver JVM (SparkContext): every table store asks, and the
+# answer, a handful of Py4J round trips, cannot change while that JVM lives.
+_LOADABLE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def _jvm_class_loadable(spark, class_name: str) -> bool | None:
     """Whether the driver JVM can load a class; None when there is no JVM to ask (Connect)."""
     try:
-        jvm = spark._jvm
+        jvm, context = spark._jvm, spark.sparkContext
     except Exception:
         return None
     if jvm is None:
         return None
-    try:
-        jvm.org.apache.spark.util.Utils.classForName(class_name, True, False)
-        return True
-    except Exception:
-        return False
+    known = _LOADABLE.setdefault(context, {})
+    if class_name not in known:
+        try:
+            jvm.org.apache.spark.util.Utils.classForName(class_name, True, False)
+            known[class_name] = True
+        except Exception:
+            known[class_name] = False
+    return known[class_name]
 
 
 def delta_spark_unavailable_reason(spark) -> str | None:
