@@ -139,8 +139,10 @@ class DeltaRsTableStore(TableStore):
             # and the table schema given, Spark attaches them with the schema's types.
             reader = reader.option("basePath", table_path)
         files = absolute_file_paths(table_path, actions)
-        # Partition discovery puts partition columns last: restore the table's column order.
-        return reader.parquet(*files).select(*schema.names)
+        df = reader.parquet(*files)
+        # Partition discovery puts partition columns last: restore the table's column order
+        # where that moved one (a select of every column costs a Py4J round trip per column).
+        return df if df.columns == schema.names else df.select(*schema.names)
 
     def _arrow_dataframe(self, table: DeltaTable, schema, pruning):
         """Fallback: delta-rs scans (honouring deletion vectors and column mapping)."""
