@@ -83,8 +83,10 @@ def _parse_conf_list(text: str) -> dict[str, str]:
 # Spark Connect: the client sets only runtime SQL settings of its own session; master,
 # memory, JVM options and other static settings belong to the server (where it starts).
 _CONNECT_CLIENT_PREFIX = "spark.sql."
-# A client-side PySpark setting that Spark Connect rejects (its Arrow path has no fallback).
-_NOT_FOR_CONNECT = {"spark.sql.execution.arrow.pyspark.fallback.enabled"}
+# Settings Spark Connect rejects from a client: PySpark's Arrow fallback (Connect's Arrow path
+# has none) and a static setting, fixed when the server starts (connect_server_command in
+# deploy/stack.py starts it with LOCAL_DEFAULTS).
+_NOT_FOR_CONNECT = {"spark.sql.execution.arrow.pyspark.fallback.enabled", "spark.sql.codegen.cache.maxEntries"}
 CONNECT_DEFAULT_PORT = 15002
 CONNECT_REACH_TIMEOUT_SECONDS = 10.0
 

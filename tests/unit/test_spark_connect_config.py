@@ -43,8 +43,9 @@ def test_a_connect_client_sends_only_sql_settings(clean_spark_env):
     assert conf["spark.sql.session.timeZone"] == "UTC"
     others = sorted(k for k in conf if k != "spark.remote" and not k.startswith("spark.sql."))
     assert others == []
-    # Connect rejects PySpark's Arrow fallback switch: it is not sent.
+    # Connect rejects PySpark's Arrow fallback switch and static settings: they are not sent.
     assert "spark.sql.execution.arrow.pyspark.fallback.enabled" not in conf
+    assert "spark.sql.codegen.cache.maxEntries" not in conf
 
 
 def test_the_project_variable_and_a_resource_override_select_connect_too(clean_spark_env):
@@ -55,7 +56,8 @@ def test_the_project_variable_and_a_resource_override_select_connect_too(clean_s
 
 
 @pytest.mark.parametrize("setting", ["spark.executor.memory=8g", "spark.master=local[2]",
-                                     "spark.sql.execution.arrow.pyspark.fallback.enabled=true"])
+                                     "spark.sql.execution.arrow.pyspark.fallback.enabled=true",
+                                     "spark.sql.codegen.cache.maxEntries=50"])
 def test_a_setting_the_server_owns_is_refused_by_name(clean_spark_env, setting):
     clean_spark_env.setenv("SPARK_REMOTE", REMOTE)
     clean_spark_env.setenv("INCREMENTAL_SPARK_CONF", f"spark.sql.shuffle.partitions=4;{setting}")
