@@ -53,7 +53,7 @@ LOCAL_DEFAULTS: dict[str, str] = {
     "spark.buffer.pageSize": "2m",
     "spark.ui.showConsoleProgress": "false",
     # PySpark records the Python call site of every Column and DataFrame call for its error
-    # messages: four extra Py4J round trips per call, about 10,000 per hourly run. Errors
+    # messages: four extra Py4J round trips per call, about 7,000 per hourly run. Errors
     # still carry the Python traceback.
     "spark.python.sql.dataFrameDebugging.enabled": "false",
     "spark.sql.parquet.datetimeRebaseModeInWrite": "CORRECTED",
