@@ -23,6 +23,8 @@ MAX_FUTURE_SKEW_HOURS = 24
 REJECTED_EXTRA_COLUMNS = ("reject_reason", "load_hour_tstamp")
 # What the event_copies index keeps of every valid copy: enough to rank it and find its session.
 COPY_COLUMNS = ("event_id", "load_tstamp", "collector_tstamp", "copy_hash", "domain_sessionid")
+# What identifies a copy: rows with equal keys are identical (copy_hash hashes the whole row).
+_COPY_KEY = ("event_id", "load_tstamp", "collector_tstamp", "copy_hash")
 # A null collector_tstamp ranks last.
 _LAST = "9999-12-31 23:59:59"
 
@@ -70,7 +72,7 @@ def validate(rows: DataFrame, *, days_late_allowed: int, allow_null_dvce_tstamps
 
 def copies(valid: DataFrame) -> DataFrame:
     """The event_copies rows of the window: every valid copy's rank and session."""
-    return valid.select(*COPY_COLUMNS).dropDuplicates(["event_id", "load_tstamp", "collector_tstamp", "copy_hash"]) \
+    return valid.select(*COPY_COLUMNS).dropDuplicates(list(_COPY_KEY)) \
         .withColumn("load_date", F.to_date("load_tstamp"))
 
 
@@ -89,16 +91,33 @@ def _within(later: str, earlier: str, lookback: timedelta) -> Column:
 def kept_copies(valid: DataFrame, earlier: DataFrame, *, lookback: timedelta) -> DataFrame:
     """The valid rows of the window that no better copy (in the window, or among `earlier`
     copies) loaded less than `lookback` before them dominates; identical rows once. Adds
-    `load_date`; drops copy_hash."""
-    candidates = valid.dropDuplicates(["event_id", "load_tstamp", "collector_tstamp", "copy_hash"])
-    others = candidates.select(*COPY_COLUMNS).unionByName(earlier.select(*COPY_COLUMNS))
+    `load_date`; drops copy_hash.
+
+    A copy's rank is in its key (event_id, load_tstamp, collector_tstamp, copy_hash), so which
+    copies are dominated is decided on those narrow columns alone; the wide rows (every atomic
+    column) are never shuffled, only filtered by the few keys that are dominated or repeated."""
+    narrow = valid.select(*COPY_COLUMNS)
+    candidates = narrow.dropDuplicates(list(_COPY_KEY))
+    others = candidates.unionByName(earlier.select(*COPY_COLUMNS))
     ids = F.broadcast(candidates.select("event_id").distinct())
     c, d = candidates.alias("c"), ids.join(others, "event_id").alias("d")
     dominated = c.join(d, (F.col("c.event_id") == F.col("d.event_id")) & (_rank("d") < _rank("c"))
-                       & _within("c", "d", lookback), "left_semi")
-    return (candidates.join(dominated.select("event_id", "load_tstamp", "collector_tstamp", "copy_hash"),
-                            ["event_id", "load_tstamp", "collector_tstamp", "copy_hash"], "left_anti")
+                       & _within("c", "d", lookback), "left_semi").select(*_COPY_KEY).alias("x")
+    # Rows with the same key are the same row (copy_hash hashes all of it): keep one of them.
+    repeated = narrow.groupBy(*_COPY_KEY).count().where(F.col("count") > 1).drop("count").alias("x")
+    rows = valid.alias("v")
+    once = rows.join(repeated, _same_copy("v", "x"), "left_anti").unionByName(
+        rows.join(repeated, _same_copy("v", "x"), "left_semi").dropDuplicates(list(_COPY_KEY)))
+    return (once.alias("v").join(dominated, _same_copy("v", "x"), "left_anti")
             .drop("copy_hash").withColumn("load_date", F.to_date("load_tstamp")))
+
+
+def _same_copy(left: str, right: str) -> Column:
+    """The two aliases hold the same copy (null-safe: a copy may have no collector_tstamp)."""
+    condition = F.lit(True)
+    for column in _COPY_KEY:
+        condition = condition & F.col(f"{left}.{column}").eqNullSafe(F.col(f"{right}.{column}"))
+    return condition
 
 
 def dominated_later(kept: DataFrame, later: DataFrame, *, lookback: timedelta) -> DataFrame:

@@ -64,12 +64,15 @@ def replayed_duplicates() -> list[dict]:
     """Events loaded on day 0 in hours 10:00 and 11:00, replayed 10 and 40 days later.
 
     Replays land in 2026-01-15 09:00 (10 days later: within the look-back, dropped) and
-    2026-02-14 08:00 (40 days later). A 40-day replay of an event not replayed at 10 days is
-    an event of its own again; one replayed at both is dropped (29 d 23 h after the 10-day copy).
+    2026-02-14 08:00 (40 days later); one 10-day replay has no collector_tstamp. A 40-day
+    replay of an event not replayed at 10 days is an event of its own again; one replayed at
+    both is dropped (29 d 23 h after the 10-day copy).
     """
     originals = session_events("a-s1", "a-u1", at(0, 10, 0), 8, dt.timedelta(minutes=7))
     originals += session_events("a-s2", "a-u2", at(0, 10, 50), 6, dt.timedelta(minutes=3))
     after_10_days = [copy_loaded_at(r, at(10, 9, 10 + i)) for i, r in enumerate(originals[0:6])]
+    # A replayed copy without collector_tstamp is still a copy of the same event: dropped.
+    after_10_days[0] = {**after_10_days[0], "collector_tstamp": None}
     after_40_days = [copy_loaded_at(r, at(40, 8, 10 + i)) for i, r in enumerate(originals[4:10])]
     return originals + after_10_days + after_40_days
 
@@ -258,8 +261,11 @@ DERIVED_MINUTES = (0, 30, 59)
 # Load delays after collection: same hour, next hour, late days, around the look-back, far beyond it.
 LOAD_DELAYS = tuple(dt.timedelta(minutes=m) for m in (1, 7, 61)) + tuple(
     dt.timedelta(days=d) for d in (1, 2, 5, 10, 29.99, 30, 31, 40))
+# Each nulls or breaks one thing; all but "collector_tstamp" (a valid copy that ranks after
+# its loaded-at-the-same-time peers) make the copy invalid.
 FAULTS = ("event_id", "domain_userid", "domain_sessionid", "derived_tstamp", "load_tstamp",
-          "dvce_created_tstamp", "dvce_sent_tstamp", "derived_after_load", "sent_too_late", "no_load_time")
+          "dvce_created_tstamp", "dvce_sent_tstamp", "derived_after_load", "sent_too_late", "no_load_time",
+          "collector_tstamp")
 
 
 def with_fault(row: dict, fault: str) -> dict:

@@ -81,6 +81,23 @@ def test_equal_load_and_collector_tstamps_break_ties_deterministically(events_df
     assert len(first) == 1 and first[0].page_url == second[0].page_url
 
 
+def test_identical_rows_are_kept_once_also_without_a_collector_tstamp(events_df):
+    rows = [event("a", load=ts(0.5)), event("a", load=ts(0.5)),
+            event("b", load=ts(0.5), collector_tstamp=None), event("b", load=ts(0.5), collector_tstamp=None)]
+    kept, _ = run(events_df, rows)
+    assert sorted(r.event_id for r in kept) == ["a", "b"]
+
+
+def test_a_dominated_copy_without_a_collector_tstamp_is_dropped(events_df):
+    # A null collector_tstamp ranks last; the dominated copy must still be found and removed
+    # (an equality join on the copy's key would never match its null).
+    rows = [event("d", load=ts(0.2), page_url="first"),
+            event("d", load=ts(0.7), page_url="second", collector_tstamp=None),
+            event("d", load=ts(0.7), page_url="second", collector_tstamp=None)]
+    kept, _ = run(events_df, rows)
+    assert [(r.event_id, r.page_url) for r in kept] == [("d", "first")]
+
+
 def test_app_ids_filter_leaves_other_apps_out_without_rejecting_them(events_df):
     rows = [event("w", app="web", load=ts(0.1)), event("m", app="mobile", load=ts(0.1))]
     kept, rejected = run(events_df, rows, app_ids=("web",))
