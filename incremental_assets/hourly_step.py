@@ -31,6 +31,7 @@ from incremental_assets.sources.load_hours import SourceSnapshot, source_snapsho
 from incremental_assets.sources.reader import read_source
 from incremental_assets.transforms.base_events import (
     COPY_COLUMNS,
+    ValidatedRows,
     copies,
     dominated_later,
     kept_copies,
@@ -105,8 +106,8 @@ def compute(warehouse: WarehouseResource, start: datetime, end: datetime) -> Hou
     rows = read_source(tables, settings.source, start, end, version=snapshot.version if snapshot else None)
     validated = validate(rows, days_late_allowed=settings.days_late_allowed,
                          allow_null_dvce_tstamps=settings.allow_null_dvce_tstamps, app_ids=settings.app_ids)
-    valid = materialized(validated.valid)
-    rejected = materialized(validated.rejected)  # written, then counted per hour for the metadata
+    validated = ValidatedRows(materialized(validated.checked))  # the source is read once
+    valid, rejected = validated.valid, validated.rejected
 
     # Dedupe (rules 3): against the copies recorded before the window; then the stored copies
     # after it that the window's kept copies dominate.
@@ -171,7 +172,7 @@ def compute(warehouse: WarehouseResource, start: datetime, end: datetime) -> Hou
         refiltered=tuple(sorted({r.append_id for r in queued.select("append_id").distinct().collect()}
                                 | ({append_id} if changed else set()))),
         counts_range=counts_range,
-        materialized=[valid, rejected, kept, dominated, queued, touched_from, session_events, lifecycle, filtered],
+        materialized=[validated.checked, kept, dominated, queued, touched_from, session_events, lifecycle, filtered],
         facts={"scan_from": scan_from.isoformat(), "copies_dominated": len(dominated_ids),
                "sessions_changed": len(changed_ids)})
 

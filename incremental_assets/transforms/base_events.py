@@ -31,8 +31,21 @@ _LAST = "9999-12-31 23:59:59"
 
 @dataclass(frozen=True)
 class ValidatedRows:
-    valid: DataFrame  # the window's valid rows, with copy_hash
-    rejected: DataFrame  # the window's rejected rows, with reject_reason and load_hour_tstamp
+    """The window's rows, each with copy_hash and reject_reason (null when valid): one
+    DataFrame, so that a caller computes them once and splits them as often as it reads."""
+
+    checked: DataFrame
+
+    @property
+    def valid(self) -> DataFrame:
+        """The valid rows, with copy_hash."""
+        return self.checked.where(F.col("reject_reason").isNull()).drop("reject_reason")
+
+    @property
+    def rejected(self) -> DataFrame:
+        """The rejected rows, with reject_reason and load_hour_tstamp."""
+        return (self.checked.where(F.col("reject_reason").isNotNull()).drop("copy_hash")
+                .withColumn("load_hour_tstamp", F.date_trunc("hour", load_time())))
 
 
 def reject_reason(*, days_late_allowed: int, allow_null_dvce_tstamps: bool) -> Column:
@@ -60,14 +73,10 @@ def validate(rows: DataFrame, *, days_late_allowed: int, allow_null_dvce_tstamps
     left out (neither)."""
     if app_ids:
         rows = rows.where(F.col("app_id").isin(list(app_ids)))
-    rows = rows.withColumn("reject_reason", reject_reason(days_late_allowed=days_late_allowed,
-                                                          allow_null_dvce_tstamps=allow_null_dvce_tstamps))
-    rejected = rows.where(F.col("reject_reason").isNotNull()).withColumn(
-        "load_hour_tstamp", F.date_trunc("hour", load_time()))
-    valid = rows.where(F.col("reject_reason").isNull()).drop("reject_reason")
     # The tie-break of copies loaded at the same instant: a hash of the whole row.
-    valid = valid.withColumn("copy_hash", F.xxhash64(*[F.col(c) for c in valid.columns]))
-    return ValidatedRows(valid=valid, rejected=rejected)
+    checked = rows.withColumn("copy_hash", F.xxhash64(*[F.col(c) for c in rows.columns]))
+    return ValidatedRows(checked.withColumn("reject_reason", reject_reason(
+        days_late_allowed=days_late_allowed, allow_null_dvce_tstamps=allow_null_dvce_tstamps)))
 
 
 def copies(valid: DataFrame) -> DataFrame:
