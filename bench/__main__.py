@@ -359,7 +359,8 @@ def maintenance_effect(spark, tables, pool: Path, work: Path, hours: int, repeat
 
 
 def duckdb_comparison(source: Path, warehouse: Path, repeats: int) -> dict:
-    from bench.duckdb_reference import compare, duckdb_tables
+    from bench.duckdb_reference import duckdb_tables
+    from bench.table_diff import compare
     from incremental_assets.settings import Settings
     from resources.tables import read_delta_arrow
 

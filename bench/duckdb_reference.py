@@ -1,20 +1,63 @@
-"""DuckDB baseline: the pipeline's daily_aggregates and attributes of a full backfill, in SQL.
+"""DuckDB baselines: what a full backfill computes, from the same source files, in one DuckDB process.
 
 What a user would otherwise run on one machine: the same source Parquet files (the active
 files of the source Delta table), the same rules (bench/duckdb_rules.py, one SQL definition
-per rule), one DuckDB process, no incremental state. The result equals a full
-`incremental_assets.runner.backfill` into an empty warehouse.
+per rule), no incremental state. Two baselines:
+
+- `duckdb_tables`: the two final tables (daily_aggregates, attributes), in memory, from the
+  source columns the rules read;
+- `duckdb_write_tables`: every table a full backfill writes with real row volume
+  (WRITTEN_TABLES: base_events with all its columns, event_copies, rejected_events, the
+  session tables, filtered_events, daily_aggregates, attributes), written as Parquet: one
+  directory per table, hive-partitioned where the pipeline partitions the table, else one
+  file. Its time is what "the same tables" costs DuckDB, writes included.
+
+Left out of the written tables: the pipeline's bookkeeping, small and of no use to a one-shot
+rebuild: filtered_events_counts (rows per load hour and event day), processed_load_hours
+(one row per hour), daily_aggregation_manifest (per event day and load day),
+processing_manifest (claims and results); and two queues a rebuild leaves empty
+(sessions_to_refilter, attributes_users_to_refresh).
+
+Where DuckDB cannot give the same values: Spark breaks ties between copies of an event loaded
+at the same instant with the same collector_tstamp (but different contents) by xxhash64 of the
+row, which DuckDB does not have; it uses its own row hash, so such a tie may keep another copy,
+and event_copies.copy_hash holds other numbers (bench/table_diff.py leaves it out).
 """
 
 from __future__ import annotations
 
 import datetime
+import shutil
+import time
+from pathlib import Path
 
-import duckdb
 import pyarrow as pa
 
-from bench.duckdb_rules import RULE_COLUMNS, connect, create_all
-from incremental_assets.names import ATTRIBUTES, DAILY_AGGREGATES
+from bench.duckdb_rules import RULE_COLUMNS, connect, create_all, quote
+from incremental_assets.names import (
+    ATTRIBUTES,
+    BASE_EVENTS,
+    DAILY_AGGREGATES,
+    EVENT_COPIES,
+    FILTERED_EVENTS,
+    LIFECYCLE,
+    QUARANTINED,
+    REJECTED_EVENTS,
+)
+
+# (table, the pipeline's partition column or None), in the order they are written. Each name
+# is the view or table of duckdb_rules that computes it; every partition column is a date.
+WRITTEN_TABLES = (
+    (BASE_EVENTS, "load_date"),
+    (EVENT_COPIES, "load_date"),
+    (REJECTED_EVENTS, None),
+    (LIFECYCLE, None),
+    (QUARANTINED, None),
+    (FILTERED_EVENTS, "event_date"),
+    (DAILY_AGGREGATES, "event_date"),
+    (ATTRIBUTES, None),
+)
+SINGLE_FILE = "data.parquet"  # the one file of an unpartitioned table
 
 
 def duckdb_tables(source_path: str, settings, as_of: datetime.date,
@@ -33,75 +76,55 @@ def duckdb_tables(source_path: str, settings, as_of: datetime.date,
         con.close()
 
 
-# -- comparing two tables ---------------------------------------------------------------
+def duckdb_write_tables(source_path: str, settings, as_of: datetime.date, out_dir: str,
+                        threads: int | None = None) -> dict:
+    """Every table of WRITTEN_TABLES, as a full backfill of the source at `source_path` computes
+    it, written as Parquet under `out_dir`/<table>/ (`out_dir` must not hold them yet).
 
-EXAMPLES = 3
-FLOAT_TOLERANCE = 1e-9  # relative, for columns where either side is a float
-
-
-def _differs(column: str, ours: pa.DataType, theirs: pa.DataType) -> str:
-    """A SQL condition: the column's values of o and t differ (nulls equal only to nulls)."""
-    o, t = f'o."{column}"', f't."{column}"'
-    if pa.types.is_floating(ours) or pa.types.is_floating(theirs):
-        return (f"({o} IS NULL) <> ({t} IS NULL) OR abs({o}::DOUBLE - {t}::DOUBLE) > "
-                f"{FLOAT_TOLERANCE} * greatest(1, abs({o}::DOUBLE), abs({t}::DOUBLE))")
-    if pa.types.is_timestamp(ours) or pa.types.is_timestamp(theirs):
-        # Instants: a naive timestamp is read as UTC (the connection's time zone).
-        return f"{o}::TIMESTAMPTZ IS DISTINCT FROM {t}::TIMESTAMPTZ"
-    if (pa.types.is_decimal(ours) or pa.types.is_integer(ours)) and \
-            (pa.types.is_decimal(theirs) or pa.types.is_integer(theirs)):
-        return f"{o} IS DISTINCT FROM {t}"  # exact, whatever the scale
-    return f"{o}::VARCHAR IS DISTINCT FROM {t}::VARCHAR"
-
-
-def compare(ours: pa.Table, theirs: pa.Table, keys: list[str]) -> list[str]:
-    """Human-readable differences between two tables keyed by `keys`; [] when equal."""
-    diffs = []
-    only_ours = [c for c in ours.column_names if c not in theirs.column_names]
-    only_theirs = [c for c in theirs.column_names if c not in ours.column_names]
-    if only_ours:
-        diffs.append(f"columns only in ours: {only_ours}")
-    if only_theirs:
-        diffs.append(f"columns only in theirs: {only_theirs}")
-    missing_keys = [k for k in keys if k in only_ours or k in only_theirs]
-    if missing_keys:
-        return diffs + [f"key columns {missing_keys} are not on both sides: rows not compared"]
-    if ours.num_rows != theirs.num_rows:
-        diffs.append(f"row count: ours {ours.num_rows}, theirs {theirs.num_rows}")
-
-    con = duckdb.connect()
+    Returns {"seconds": time from connecting to the last file written, "rows": {table: rows written}}.
+    """
+    out = Path(out_dir)
+    spill = out / ".duckdb_tmp"  # DuckDB spills here when its tables outgrow memory
+    started = time.perf_counter()
+    out.mkdir(parents=True, exist_ok=True)
+    con = connect(threads, temp_directory=str(spill))
     try:
-        con.execute("SET TimeZone = 'UTC'")
-        con.register("ours", ours)
-        con.register("theirs", theirs)
-        key_list = ", ".join(f'"{k}"' for k in keys)
-        for name in ("ours", "theirs"):
-            dupes, = con.execute(f"SELECT count(*) FROM (SELECT {key_list} FROM {name} "
-                                 f"GROUP BY ALL HAVING count(*) > 1)").fetchone()
-            if dupes:
-                diffs.append(f"{name}: {dupes} keys occur more than once")
-
-        for name, other in (("ours", "theirs"), ("theirs", "ours")):
-            only = f"SELECT {key_list} FROM {name} EXCEPT SELECT {key_list} FROM {other}"
-            count, = con.execute(f"SELECT count(*) FROM ({only})").fetchone()
-            if count:
-                examples = con.execute(f"{only} ORDER BY ALL LIMIT {EXAMPLES}").fetchall()
-                diffs.append(f"{count} keys only in {name}, e.g. {examples}")
-
-        on = " AND ".join(f'o."{k}" IS NOT DISTINCT FROM t."{k}"' for k in keys)
-        key_cols = ", ".join(f'o."{k}"' for k in keys)
-        for column in ours.column_names:
-            if column in keys or column in only_ours:
-                continue
-            condition = _differs(column, ours.schema.field(column).type, theirs.schema.field(column).type)
-            count, = con.execute(f"SELECT count(*) FROM ours o JOIN theirs t ON {on} WHERE {condition}").fetchone()
-            if count:
-                examples = con.execute(f'SELECT {key_cols}, o."{column}", t."{column}" FROM ours o '
-                                       f"JOIN theirs t ON {on} WHERE {condition} ORDER BY ALL "
-                                       f"LIMIT {EXAMPLES}").fetchall()
-                shown = "; ".join(f"{row[:len(keys)]}: ours={row[-2]!r} theirs={row[-1]!r}"
-                                  for row in examples)
-                diffs.append(f"{column}: {count} rows differ, e.g. {shown}")
+        create_all(con, source_path, settings, as_of)
+        rows = {name: _write(con, name, partition_by, out / name) for name, partition_by in WRITTEN_TABLES}
     finally:
         con.close()
-    return diffs
+        shutil.rmtree(spill, ignore_errors=True)
+    return {"seconds": time.perf_counter() - started, "rows": rows}
+
+
+def _write(con, name: str, partition_by: str | None, target: Path) -> int:
+    """COPY one view or table to `target` (a hive-partitioned directory, or a directory with one
+    file); the rows written."""
+    if partition_by:
+        sql = f"COPY {name} TO {quote(str(target))} (FORMAT parquet, PARTITION_BY ({partition_by}))"
+    else:
+        target.mkdir()
+        sql = f"COPY {name} TO {quote(str(target / SINGLE_FILE))} (FORMAT parquet)"
+    (rows,) = con.execute(sql).fetchone()
+    return rows
+
+
+def read_written(out_dir: str, name: str, columns: list[str] | None = None,
+                 limit: int | None = None) -> pa.Table | None:
+    """A table duckdb_write_tables wrote under `out_dir` (these columns, else all; at most
+    `limit` rows), with its partition column; None when it wrote no file (a partitioned table
+    without rows)."""
+    partition_by = dict(WRITTEN_TABLES)[name]
+    files = sorted(str(p) for p in (Path(out_dir) / name).rglob("*.parquet"))
+    if not files:
+        return None
+    hive = (f"hive_partitioning = true, hive_types = {{'{partition_by}': 'DATE'}}" if partition_by
+            else "hive_partitioning = false")
+    selected = ", ".join(f'"{c}"' for c in columns) if columns else "*"
+    con = connect()
+    try:
+        limited = "" if limit is None else f" LIMIT {int(limit)}"
+        return con.sql(f"SELECT {selected} FROM read_parquet([{', '.join(quote(f) for f in files)}], {hive})"
+                       f"{limited}").to_arrow_table()
+    finally:
+        con.close()
