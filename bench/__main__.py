@@ -17,8 +17,11 @@ Steps (each figure is the median of --repeats runs, with min and max):
    first with Spark in the process, then as clients of one Spark Connect server;
 5. table maintenance: a table written by --maintenance-hours hourly commits, its reads timed
    before and after compaction and vacuum;
-6. daily_aggregates and attributes computed by DuckDB from the same source files: time,
-   our warm rebuild divided by it, and whether both give the same rows.
+6. DuckDB from the same source files (bench/duckdb_reference.py): daily_aggregates and
+   attributes in memory; then every table a full rebuild writes (base_events with all its
+   columns, event_copies, rejected_events, the session tables, filtered_events, the daily
+   tables) written as Parquet under --work/duckdb_tables. For each: time, our warm rebuild
+   divided by it, and whether its tables equal ours (bench/table_diff.py).
 Writes RESULTS.md and results.json. Work files go to --work (bench/out/ by default).
 """
 
@@ -358,9 +361,12 @@ def maintenance_effect(spark, tables, pool: Path, work: Path, hours: int, repeat
     return result
 
 
-def duckdb_comparison(source: Path, warehouse: Path, repeats: int) -> dict:
-    from bench.duckdb_reference import duckdb_tables
-    from bench.table_diff import compare
+def duckdb_comparison(source: Path, warehouse: Path, work: Path, repeats: int) -> dict:
+    """DuckDB on the same source: the two final tables in memory, then every table a full
+    rebuild writes, written as Parquet under work/duckdb_tables (anew each time); each compared
+    with the pipeline's table of the same name in `warehouse`."""
+    from bench.duckdb_reference import duckdb_tables, duckdb_write_tables
+    from bench.table_diff import compare, compare_written
     from incremental_assets.settings import Settings
     from resources.tables import read_delta_arrow
 
@@ -378,8 +384,18 @@ def duckdb_comparison(source: Path, warehouse: Path, repeats: int) -> dict:
         "daily_aggregates": compare(ours_daily, daily, ["event_date", "domain_userid"]),
         "attributes": compare(ours_attributes, attributes, ["domain_userid"]),
     }
+
+    written_dir = work / "duckdb_tables"
+    same_tables = Figure()
+    for _ in range(repeats):
+        shutil.rmtree(written_dir, ignore_errors=True)  # not timed: each run writes into nothing
+        written = duckdb_write_tables(str(source), settings, as_of, str(written_dir))
+        same_tables.add(written["seconds"])
+    _print(f"  DuckDB, the same tables written: {same_tables.median:.1f} s; comparing them with ours")
     return {"seconds": seconds, "rows": {"daily_aggregates": daily.num_rows, "attributes": attributes.num_rows},
-            "differences": differences}
+            "differences": differences,
+            "same_tables": {"seconds": same_tables, "rows": written["rows"],
+                            "tables": compare_written(written_dir, warehouse)}}
 
 
 # -- main -----------------------------------------------------------------------------------
@@ -497,7 +513,7 @@ def main(argv=None) -> int:
     report(results)
 
     _print("DuckDB")
-    results["duckdb"] = duckdb_comparison(full_source, reference_warehouse, args.repeats)
+    results["duckdb"] = duckdb_comparison(full_source, reference_warehouse, work, args.repeats)
     report(results)
     if not args.skip_cold:
         _print(f"full backfill, cold (new process), {args.repeats} runs")

@@ -1,7 +1,7 @@
 """The benchmark's targets table: the ratios it reports and whether each target is met."""
 
 from bench.__main__ import Figure
-from bench.report import targets
+from bench.report import _duckdb_section, targets
 
 
 def _hour(seconds: float, file_bytes: float, spark_bytes: float) -> dict:
@@ -59,3 +59,32 @@ def test_a_partial_run_reports_only_what_it_measured():
     only_rebuild_and_duckdb = {"full_warm": Figure([60.0]), "duckdb": {"seconds": Figure([30.0])}}
     assert targets(only_rebuild_and_duckdb, days=30) == [
         ("warm full rebuild within 3x of DuckDB (DuckDB: final tables only)", "2.0x", True)]
+
+
+def test_the_same_tables_target_is_the_rebuild_over_duckdb_writing_every_table():
+    results = {"full_warm": Figure([60.0, 100.0, 120.0]),
+               "duckdb": {"seconds": Figure([2.0, 4.0, 5.0]), "same_tables": {"seconds": Figure([30.0, 25.0, 10.0])}}}
+    assert _by_target(results) == {
+        "warm full rebuild within 3x of DuckDB (DuckDB: final tables only)": ("25.0x", False),
+        "warm full rebuild within 5x of DuckDB producing the same tables": ("4.0x", True)}
+
+
+def test_the_duckdb_section_gives_both_ratios_and_every_difference_of_the_written_tables():
+    same = {"rows": {"ours": 10, "duckdb": 10}, "compared": "every column", "differences": []}
+    differs = {"rows": {"ours": 3, "duckdb": 2}, "compared": "every column",
+               "differences": ["row count: ours 3, theirs 2", "1 keys only in ours, e.g. [('s1',)]"]}
+    written = {"seconds": Figure([20.0]), "rows": {"base_events": 10, "quarantined_sessions": 2},
+               "tables": {"base_events": same, "quarantined_sessions": differs}}
+    results = {"full_warm": Figure([100.0]),
+               "duckdb": {"seconds": Figure([4.0]), "rows": {"daily_aggregates": 7, "attributes": 5},
+                          "differences": {"daily_aggregates": [], "attributes": []}, "same_tables": written}}
+    lines = _duckdb_section(results)
+
+    final_only, _, same_tables = lines[1:4]
+    assert final_only.endswith("in memory: 4.0 s [4.0 .. 4.0]; our warm full rebuild / DuckDB = 25.0x")
+    assert same_tables.endswith(": 20.0 s [20.0 .. 20.0]; our warm full rebuild / DuckDB = 5.0x "
+                                "(final tables only: 25.0x); same tables as ours: **no**")
+    assert "| base_events | 10 | 10 | every column | none |" in lines
+    assert "| quarantined_sessions | 3 | 2 | every column | 2 |" in lines
+    assert "- quarantined_sessions: row count: ours 3, theirs 2" in lines
+    assert "- quarantined_sessions: 1 keys only in ours, e.g. [('s1',)]" in lines
