@@ -88,7 +88,8 @@ SOAK_HOURS ?= 24
 soak: setup
 	SOAK_HOURS=$(SOAK_HOURS) $(BIN)/python -m pytest tests/reliability/test_soak.py tests/reliability/test_clean_exit.py -p no:cacheprovider
 
-# DuckDB is installed for the benchmark only (the single-machine baseline it compares with).
+# The benchmark's extra: DuckDB (the single-machine baseline it compares with; `make test`
+# installs it too, to test that baseline) and the Spark Connect client.
 BENCH_STAMP := $(VENV)/.bench-installed
 $(BENCH_STAMP): $(STAMP)
 	$(BIN)/pip install -q -e '.[test,bench]'
