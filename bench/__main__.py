@@ -386,10 +386,14 @@ def duckdb_comparison(source: Path, warehouse: Path, work: Path, repeats: int) -
     }
 
     written_dir = work / "duckdb_tables"
+    # DuckDB's default limit, 80% of the machine's memory, beside this process's Spark (a 6 GB
+    # heap) could exhaust it at 10M events (base_events alone is about 10 GB in DuckDB): half
+    # of it, spilling beyond.
+    memory_limit = f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') // 2**21}MB"
     same_tables = Figure()
     for _ in range(repeats):
         shutil.rmtree(written_dir, ignore_errors=True)  # not timed: each run writes into nothing
-        written = duckdb_write_tables(str(source), settings, as_of, str(written_dir))
+        written = duckdb_write_tables(str(source), settings, as_of, str(written_dir), memory_limit=memory_limit)
         same_tables.add(written["seconds"])
     _print(f"  DuckDB, the same tables written: {same_tables.median:.1f} s; comparing them with ours")
     return {"seconds": seconds, "rows": {"daily_aggregates": daily.num_rows, "attributes": attributes.num_rows},

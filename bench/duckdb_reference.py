@@ -77,17 +77,19 @@ def duckdb_tables(source_path: str, settings, as_of: datetime.date,
 
 
 def duckdb_write_tables(source_path: str, settings, as_of: datetime.date, out_dir: str,
-                        threads: int | None = None) -> dict:
+                        threads: int | None = None, memory_limit: str | None = None) -> dict:
     """Every table of WRITTEN_TABLES, as a full backfill of the source at `source_path` computes
     it, written as Parquet under `out_dir`/<table>/ (`out_dir` must not hold them yet).
+    `threads`, `memory_limit`: see duckdb_rules.connect (base_events is held in memory whole,
+    about 1 KB a row; what outgrows the limit spills to `out_dir`/.duckdb_tmp).
 
     Returns {"seconds": time from connecting to the last file written, "rows": {table: rows written}}.
     """
     out = Path(out_dir)
-    spill = out / ".duckdb_tmp"  # DuckDB spills here when its tables outgrow memory
+    spill = out / ".duckdb_tmp"
     started = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
-    con = connect(threads, temp_directory=str(spill))
+    con = connect(threads, temp_directory=str(spill), memory_limit=memory_limit)
     try:
         create_all(con, source_path, settings, as_of)
         rows = {name: _write(con, name, partition_by, out / name) for name, partition_by in WRITTEN_TABLES}

@@ -71,12 +71,18 @@ def _in(column: str, values: tuple[str, ...]) -> str:
     return f"{column} IN ({', '.join(quote(v) for v in values)})" if values else "true"
 
 
-def connect(threads: int | None = None, temp_directory: str | None = None) -> duckdb.DuckDBPyConnection:
+def connect(threads: int | None = None, temp_directory: str | None = None,
+            memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB in UTC; `threads`, `memory_limit` (e.g. '8GB'): DuckDB's defaults
+    (every core, 80% of the machine's memory) when None; what goes past the limit spills to
+    `temp_directory`."""
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")  # event days and intervals are UTC, as in Spark's session
     if threads:
         con.execute(f"SET threads = {int(threads)}")
-    if temp_directory:  # where tables larger than memory spill
+    if memory_limit:
+        con.execute(f"SET memory_limit = {quote(memory_limit)}")
+    if temp_directory:
         con.execute(f"SET temp_directory = {quote(temp_directory)}")
     return con
 
