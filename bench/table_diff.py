@@ -49,15 +49,17 @@ def _differs(column: str, ours: pa.DataType, theirs: pa.DataType) -> str:
     return f"{o}::VARCHAR IS DISTINCT FROM {t}::VARCHAR"
 
 
+def _columns_on_one_side(ours: list[str], theirs: list[str]) -> tuple[list[str], list[str], list[str]]:
+    """(columns only in ours, columns only in theirs, the differences that makes)."""
+    only_ours = [c for c in ours if c not in theirs]
+    only_theirs = [c for c in theirs if c not in ours]
+    diffs = [f"columns only in ours: {only_ours}"] if only_ours else []
+    return only_ours, only_theirs, diffs + ([f"columns only in theirs: {only_theirs}"] if only_theirs else [])
+
+
 def compare(ours: pa.Table, theirs: pa.Table, keys: list[str]) -> list[str]:
     """Human-readable differences between two tables keyed by `keys`; [] when equal."""
-    diffs = []
-    only_ours = [c for c in ours.column_names if c not in theirs.column_names]
-    only_theirs = [c for c in theirs.column_names if c not in ours.column_names]
-    if only_ours:
-        diffs.append(f"columns only in ours: {only_ours}")
-    if only_theirs:
-        diffs.append(f"columns only in theirs: {only_theirs}")
+    only_ours, only_theirs, diffs = _columns_on_one_side(ours.column_names, theirs.column_names)
     missing_keys = [k for k in keys if k in only_ours or k in only_theirs]
     if missing_keys:
         return diffs + [f"key columns {missing_keys} are not on both sides: rows not compared"]
@@ -173,13 +175,7 @@ def _counts(table: pa.Table, keys: list[str]) -> pa.Table:
 
 def schema_differences(ours: pa.Schema, theirs: pa.Schema) -> list[str]:
     """Columns on one side only, and columns whose types differ (column order is not compared)."""
-    diffs = []
-    only_ours = [c for c in ours.names if c not in theirs.names]
-    only_theirs = [c for c in theirs.names if c not in ours.names]
-    if only_ours:
-        diffs.append(f"columns only in ours: {only_ours}")
-    if only_theirs:
-        diffs.append(f"columns only in theirs: {only_theirs}")
+    _, _, diffs = _columns_on_one_side(ours.names, theirs.names)
     for column in ours.names:
         if column in theirs.names and not _same_type(ours.field(column).type, theirs.field(column).type):
             diffs.append(f"{column}: type ours {ours.field(column).type}, theirs {theirs.field(column).type}")
