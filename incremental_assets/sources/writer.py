@@ -21,13 +21,11 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 from urllib.parse import unquote
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from deltalake import Schema as DeltaSchema
 from deltalake.transaction import AddAction, create_table_with_add_actions
@@ -36,6 +34,8 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import ByteType, DateType, IntegerType, LongType, ShortType, TimestampType
 
 from incremental_assets.sources.schema import PARTITION_COLUMN
+from resources.tables.parquet_stats import file_stats
+from resources.tables.staging import STATS_COLUMNS_PROPERTY
 
 WriteMode = Literal["error", "overwrite", "append"]
 
@@ -49,9 +49,6 @@ NO_DICTIONARY_COLUMNS = (
     "network_userid",
     "tr_orderid",
 )
-
-# The Delta table property naming the columns whose statistics readers use.
-STATS_COLUMNS_PROPERTY = "delta.dataSkippingStatsColumns"
 
 # How Spark (and Hive) name the directory of a null partition value.
 HIVE_NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
@@ -184,55 +181,3 @@ def _add_action(table_dir: Path, relative: str, stats_columns: list[str]) -> Add
         stats=json.dumps(file_stats(file, stats_columns)),
     )
 
-
-def file_stats(file: Path, columns: list[str]) -> dict[str, Any]:
-    """Delta file statistics from a Parquet footer: numRecords, and nullCount and min/max
-    values of `columns` (timestamps, dates or integers)."""
-    metadata = pq.ParquetFile(file).metadata
-    schema = metadata.schema.to_arrow_schema()
-    null_count: dict[str, int] = {}
-    min_values: dict[str, Any] = {}
-    max_values: dict[str, Any] = {}
-    for index, field in enumerate(schema):
-        if field.name not in columns:
-            continue
-        nulls, low, high, complete = 0, None, None, True
-        for group in range(metadata.num_row_groups):
-            stats = metadata.row_group(group).column(index).statistics
-            if stats is None or not stats.has_null_count:
-                complete = False
-                break
-            nulls += stats.null_count
-            if stats.has_min_max:
-                low = stats.min if low is None else min(low, stats.min)
-                high = stats.max if high is None else max(high, stats.max)
-        if not complete:
-            continue
-        null_count[field.name] = nulls
-        if low is not None:
-            min_values[field.name] = _stat_value(low, round_up=False)
-            max_values[field.name] = _stat_value(high, round_up=True)
-    return {
-        "numRecords": metadata.num_rows,
-        "minValues": min_values,
-        "maxValues": max_values,
-        "nullCount": null_count,
-    }
-
-
-def _stat_value(value: Any, *, round_up: bool) -> Any:
-    """A bound in the Delta log's JSON form."""
-    if isinstance(value, datetime):
-        # The Delta log keeps timestamps to the millisecond: round bounds outwards so a
-        # file is never skipped for a row it holds.
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=timezone.utc)
-        value = value.astimezone(timezone.utc)
-        extra = value.microsecond % 1000
-        value -= timedelta(microseconds=extra)
-        if round_up and extra:
-            value += timedelta(milliseconds=1)
-        return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
-    if isinstance(value, date):
-        return value.isoformat()
-    return value

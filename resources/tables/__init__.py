@@ -12,7 +12,10 @@ Engines:
 
 - `DeltaRsTableStore` ("delta-rs", `delta_rs.py`, the embedded default): the Delta log and
   every commit go through delta-rs; Spark only computes. Reads list the active files with
-  delta-rs (`delta_log.py`) and let Spark read the Parquet files natively; writes stage the
+  delta-rs (`delta_log.py`) and let Spark read the Parquet files natively. A replace (every
+  range write of the pipeline) has Spark write the Parquet files, moves them into the table
+  and commits them with the files they replace in one delta-rs transaction
+  (`direct_write.py`); merges, appends, overwrites and replaces that add columns stage the
   rows as Parquet written by Spark (`staging.py`) and stream them into one delta-rs commit.
   Needs no JVM jars.
 - `DeltaSparkTableStore` ("delta-spark", `delta_spark.py`): native Delta inside Spark, for

@@ -109,40 +109,89 @@ def row_count(table: DeltaTable) -> int | None:
     return pc.sum(counts).as_py() or 0
 
 
+def _compare(op, values, bound):
+    return op(values, pa.scalar(bound, type=values.type))
+
+
+def _stats_bounds(actions: pa.Table, column: str, column_type: str):
+    """Per-file (min, max) of a column, widened where statistics are truncated; None when the
+    log keeps no statistics of the column."""
+    if f"min.{column}" not in actions.column_names or f"max.{column}" not in actions.column_names:
+        return None
+    mins, maxes = actions[f"min.{column}"], actions[f"max.{column}"]
+    if column_type == "timestamp":
+        # Stored statistics are truncated to milliseconds: widen them by one on each side.
+        slack = pa.scalar(_TIMESTAMP_STATS_SLACK)
+        mins, maxes = pc.subtract(mins, slack), pc.add(maxes, slack)
+    return mins, maxes
+
+
+def _may_hold(actions: pa.Table, column: str, column_type: str, is_partition: bool, lo, hi):
+    """Per file: may it hold rows with lo <= column < hi (files without statistics may)."""
+    everything = pa.array([True] * actions.num_rows)
+    if is_partition:
+        values = actions[f"partition.{column}"]
+        keep = [pc.is_valid(values)]
+        if lo is not None:
+            keep.append(_compare(pc.greater_equal, values, lo))
+        if hi is not None:
+            keep.append(_compare(pc.less, values, hi))
+    else:
+        bounds = _stats_bounds(actions, column, column_type)
+        if bounds is None:
+            return everything
+        mins, maxes = bounds
+        keep = []
+        if hi is not None:  # some value may be below hi
+            keep.append(pc.or_kleene(pc.is_null(mins), _compare(pc.less, mins, hi)))
+        if lo is not None:  # some value may be at or above lo
+            keep.append(pc.or_kleene(pc.is_null(maxes), _compare(pc.greater_equal, maxes, lo)))
+    if not keep:
+        return everything
+    return pc.fill_null(functools.reduce(pc.and_kleene, keep), False)
+
+
+def _only_holds(actions: pa.Table, column: str, column_type: str, is_partition: bool, lo, hi):
+    """Per file: are all its rows known (from partition values or statistics) to have
+    lo <= column < hi."""
+    if is_partition:
+        return _may_hold(actions, column, column_type, True, lo, hi)
+    bounds = _stats_bounds(actions, column, column_type)
+    if bounds is None or f"null_count.{column}" not in actions.column_names:
+        return pa.array([False] * actions.num_rows)
+    mins, maxes = bounds
+    inside = [pc.equal(actions[f"null_count.{column}"], 0), pc.is_valid(actions["num_records"])]
+    if lo is not None:
+        inside.append(_compare(pc.greater_equal, mins, lo))
+    if hi is not None:
+        inside.append(_compare(pc.less, maxes, hi))
+    return pc.fill_null(functools.reduce(pc.and_kleene, inside), False)
+
+
 def prune_files(actions: pa.Table, column: str, column_type: str, is_partition: bool, lo, hi) -> pa.Table:
     """Keep the files that may hold rows with lo <= column < hi.
 
     Partition columns select files exactly; other columns use the per-file min/max
     statistics (files without statistics are kept). The exact row filter comes after.
     """
-    def compare(op, values, bound):
-        return op(values, pa.scalar(bound, type=values.type))
-
     if actions.num_rows == 0:
         return actions
-    if is_partition:
-        values = actions[f"partition.{column}"]
-        keep = [pc.is_valid(values)]
-        if lo is not None:
-            keep.append(compare(pc.greater_equal, values, lo))
-        if hi is not None:
-            keep.append(compare(pc.less, values, hi))
-    else:
-        if f"min.{column}" not in actions.column_names or f"max.{column}" not in actions.column_names:
-            return actions
-        mins, maxes = actions[f"min.{column}"], actions[f"max.{column}"]
-        if column_type == "timestamp":
-            # Stored statistics are truncated to milliseconds: widen them by one on each side.
-            slack = pa.scalar(_TIMESTAMP_STATS_SLACK)
-            mins, maxes = pc.subtract(mins, slack), pc.add(maxes, slack)
-        keep = []
-        if hi is not None:  # some value may be below hi
-            keep.append(pc.or_kleene(pc.is_null(mins), compare(pc.less, mins, hi)))
-        if lo is not None:  # some value may be at or above lo
-            keep.append(pc.or_kleene(pc.is_null(maxes), compare(pc.greater_equal, maxes, lo)))
-    if not keep:
-        return actions
-    return actions.filter(pc.fill_null(functools.reduce(pc.and_kleene, keep), False))
+    return actions.filter(_may_hold(actions, column, column_type, is_partition, lo, hi))
+
+
+def files_in_selection(actions: pa.Table, ranges, partition_columns: Sequence[str]) -> tuple[pa.Table, pa.Table]:
+    """The files a replace of `ranges` (resolved RowRanges) must remove: (files whose every row
+    is selected, files that may also hold other rows)."""
+    if actions.num_rows == 0 or not ranges:
+        return actions.slice(0, 0), actions.slice(0, 0)
+    touched = pa.array([False] * actions.num_rows)
+    whole = pa.array([False] * actions.num_rows)
+    for r in ranges:
+        is_partition = r.column in partition_columns
+        touched = pc.or_(touched, _may_hold(actions, r.column, r.column_type, is_partition, r.lo, r.hi))
+        if r.key is None:  # key-narrowed ranges never select a whole file
+            whole = pc.or_(whole, _only_holds(actions, r.column, r.column_type, is_partition, r.lo, r.hi))
+    return actions.filter(whole), actions.filter(pc.and_(touched, pc.invert(whole)))
 
 
 def absolute_file_paths(table_path: str, actions: pa.Table) -> list[str]:

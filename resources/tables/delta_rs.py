@@ -3,18 +3,23 @@ delta-rs; Spark computes and reads the active Parquet files natively."""
 
 from __future__ import annotations
 
+import json
 from typing import Callable, Sequence
 from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake import Schema as DeltaSchema
+from deltalake.transaction import create_table_with_add_actions
 from deltalake.exceptions import CommitFailedError, DeltaError
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from resources.tables.delta_log import (
     absolute_file_paths,
     add_actions,
+    files_in_selection,
     load_table,
     prune_files,
     row_count,
@@ -41,10 +46,19 @@ from resources.tables.ranges import (
     normalise_range,
     resolve_rows,
     spark_range_condition,
+    spark_rows_condition,
     spark_type_name,
 )
 from resources.tables.scans import record_scan
-from resources.tables.staging import StagedRows, stats_configuration
+from resources.tables.direct_write import (
+    REPLACE_APP_ID,
+    SparkFiles,
+    commit_replace,
+    remove_actions,
+    table_stats_columns,
+    writes_directly,
+)
+from resources.tables.staging import StagedRows, delta_field, stats_columns as stats_columns_of, stats_configuration
 
 
 # replace_keys marks the source rows that delete their key rather than write it.
@@ -118,15 +132,19 @@ class DeltaRsTableStore(TableStore):
         """Spark reads the table's active Parquet files directly; None if it cannot."""
         if not spark_can_read_files(table):
             return None
-        partition_columns = table.metadata().partition_columns
         actions = add_actions(table)
         if pruning is not None:
             column, column_type, lo, hi = pruning
-            actions = prune_files(actions, column, column_type, column in partition_columns, lo, hi)
+            actions = prune_files(actions, column, column_type,
+                                  column in table.metadata().partition_columns, lo, hi)
+        return self._read_files(table_path, table, schema, actions)
+
+    def _read_files(self, table_path: str, table: DeltaTable, schema, actions: pa.Table):
+        """Spark reads these files of the table (rows of `add_actions`); None if it cannot."""
         record_scan(table_path, actions)
         if actions.num_rows == 0:
             return self.spark.createDataFrame([], schema)
-
+        partition_columns = table.metadata().partition_columns
         reader = self.spark.read.schema(schema)
         if partition_columns:
             relative = [unquote(p) for p in actions["path"].to_pylist()]
@@ -167,7 +185,7 @@ class DeltaRsTableStore(TableStore):
         """Create the table with `data` as version 0; a concurrent creator makes us retry."""
         try:
             self._write_arrow(path, data, mode="error", partition_by=partition_by or None,
-                              commit_properties=commit_properties, configuration=stats_configuration(data))
+                              commit_properties=commit_properties, configuration=stats_configuration(data.schema))
         except DeltaError as error:
             if DeltaTable.is_deltatable(path):
                 raise TableCreatedConcurrently(path) from error
@@ -202,6 +220,11 @@ class DeltaRsTableStore(TableStore):
             check_identifier(row_range.column, "range column")
             if row_range.key is not None:
                 check_identifier(row_range.key, "key column")
+        table = load_table(path)
+        table_schema = spark_schema(table) if table is not None else None
+        if writes_directly(self.spark, self.root, table, df.schema, table_schema, partition_by or []):
+            return self._replace_directly(name, df if table is None else df.select(*table_schema.names),
+                                          rows, partition_by)
         with self._stage(df) as data:
             partition_by = self._check_partition_by(partition_by, data.column_names)
             check_columns_present(data.column_names, sorted({r.column for r in rows}), f"replace {name}")
@@ -217,6 +240,68 @@ class DeltaRsTableStore(TableStore):
                                                predicate=delta_rs_rows_predicate(ranges))
 
             return self._commit(attempt)
+
+    def _replace_directly(self, name, df, rows, partition_by) -> WriteResult:
+        """replace() with Spark writing the files and one commit of file actions (direct_write)."""
+        path, what = self.path(name), f"replace {name}"
+        check_columns_present(df.columns, sorted({r.column for r in rows}), what)
+        table = load_table(path)
+        partition_by = (table.metadata().partition_columns if table is not None
+                        else self._check_partition_by(partition_by, df.columns))
+        arrow_schema = pa.schema([delta_field(f) for f in to_arrow_schema(df.schema, timezone="UTC")])
+        ranges = resolve_rows(rows, df.schema, what)
+        with SparkFiles(df, self.root, partition_by) as new:
+            check_arrow_rows_in_ranges(new.columns(sorted({r.column for r in ranges}), arrow_schema), ranges)
+            stats_columns = table_stats_columns(table) if table is not None else stats_columns_of(arrow_schema)
+            adds = new.move_into(path, stats_columns)
+            rows_written = sum(json.loads(a.stats)["numRecords"] for a in adds)
+            try:
+                result = self._commit(lambda: self._commit_replace(path, adds, ranges, arrow_schema,
+                                                                   partition_by, rows_written))
+            except BaseException:
+                new.discard()
+                raise
+        return result
+
+    def _commit_replace(self, path, adds, ranges, arrow_schema, partition_by, rows_written) -> WriteResult:
+        """One attempt: remove the files holding selected rows, rewrite their other rows, add the
+        new files, in one commit on the current snapshot."""
+        table = load_table(path)
+        if table is None:
+            try:
+                create_table_with_add_actions(path, DeltaSchema.from_arrow(arrow_schema), adds, mode="error",
+                                              partition_by=partition_by or None,
+                                              configuration=stats_configuration(arrow_schema),
+                                              commit_properties=CommitProperties(
+                                                  app_transactions=[Transaction(REPLACE_APP_ID, 0)]))
+            except DeltaError as error:
+                if DeltaTable.is_deltatable(path):
+                    raise TableCreatedConcurrently(path) from error
+                raise
+            return WriteResult(rows_written=rows_written, version=0, rows_deleted=0)
+        whole, partly = files_in_selection(add_actions(table), ranges, table.metadata().partition_columns)
+        removed = pa.concat_tables([whole, partly])
+        kept_adds, kept_rows, kept = [], 0, None
+        if partly.num_rows:
+            schema = spark_schema(table)
+            others = self._read_files(path, table, schema, partly)
+            if others is None:
+                raise RuntimeError(f"{path}: Spark cannot read the files a direct replace must rewrite")
+            kept = SparkFiles(others.where(~spark_rows_condition(ranges)), self.root, partition_by)
+            kept_adds = kept.move_into(path, table_stats_columns(table))
+            kept_rows = sum(json.loads(a.stats)["numRecords"] for a in kept_adds)
+        try:
+            version = commit_replace(table, remove_actions(removed), adds + kept_adds)
+        except BaseException:
+            if kept is not None:
+                kept.discard()
+            raise
+        finally:
+            if kept is not None:
+                kept.close()
+        counts = removed["num_records"]
+        rows_deleted = None if counts.null_count else (pc.sum(counts).as_py() or 0) - kept_rows
+        return WriteResult(rows_written=rows_written, version=version, rows_deleted=rows_deleted)
 
     def replace_keys(self, name, df, *, key, keys) -> WriteResult:
         path = self.path(name)

@@ -205,6 +205,17 @@ def delta_rs_rows_predicate(ranges: Sequence[ResolvedRange]) -> str:
     return " OR ".join(parts) or "FALSE"
 
 
+def spark_rows_condition(ranges: Sequence[ResolvedRange]):
+    """Spark Column true for the rows of any of `ranges`, false (never null) for every other row."""
+    condition = F.lit(False)
+    for r in ranges:
+        part = spark_range_condition(r.column, r.lo, r.hi)
+        if r.key is not None:
+            part = part & F.col(r.key).isin(*r.values)
+        condition = condition | F.coalesce(part, F.lit(False))
+    return condition
+
+
 def _spark_sql_string(value: str) -> str:
     # Spark SQL string literals treat a backslash as an escape character.
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"

@@ -117,9 +117,17 @@ class StagedRows:
         self.close()
 
 
-def stats_configuration(data: StagedRows) -> dict[str, str] | None:
-    """Keep min/max statistics of every time column, wherever it sits: Delta's default covers
-    only the first 32 columns, and range reads skip files by these statistics."""
-    columns = [f.name for f in data.schema
-               if pa.types.is_timestamp(f.type) or pa.types.is_date(f.type) or pa.types.is_integer(f.type)]
-    return {"delta.dataSkippingStatsColumns": ",".join(columns)} if columns else None
+STATS_COLUMNS_PROPERTY = "delta.dataSkippingStatsColumns"
+
+
+def stats_columns(schema: pa.Schema) -> list[str]:
+    """The columns whose min/max statistics a new table keeps: every time and integer column,
+    wherever it sits (Delta's default covers only the first 32 columns, and range reads skip
+    files by these statistics)."""
+    return [f.name for f in schema
+            if pa.types.is_timestamp(f.type) or pa.types.is_date(f.type) or pa.types.is_integer(f.type)]
+
+
+def stats_configuration(schema: pa.Schema) -> dict[str, str] | None:
+    columns = stats_columns(schema)
+    return {STATS_COLUMNS_PROPERTY: ",".join(columns)} if columns else None

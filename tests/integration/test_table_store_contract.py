@@ -228,6 +228,9 @@ def test_replace_range_with_empty_df_creates_an_empty_table(store, spark):
                         start=dt.date(2026, 1, 5), end=dt.date(2026, 1, 7))
     store.replace_range("t", empty, column="event_date", start=dt.date(2026, 1, 5), end=dt.date(2026, 1, 6))
     assert ns(store.read("t")) == [2]
+    # Also on a range of a column that is not the partition column (no file written at all).
+    store.replace_range("t", empty, column="ts", start=utc(6), end=utc(7))
+    assert ns(store.read("t")) == []
 
 
 def test_replace_with_keyed_ranges_replaces_only_those_keys_in_one_commit(store, spark):
@@ -502,6 +505,12 @@ def test_delta_rs_reads_unusual_partition_values_exactly(rs_store, spark):
     assert len(files) == len(ascii_only)
     assert {(r.n, r.s) for r in rs_store.read("v").collect()} == set(enumerate(ascii_only))
 
+    # A replace of a table partitioned by such strings goes through delta-rs's writer (Spark
+    # would name the directories its own way): the same exact values.
+    rs_store.replace_range("w", df, column="ts", start=utc(5), end=utc(6), partition_by=["s"])
+    rs_store.replace_range("w", df.where("n < 3"), column="ts", start=utc(5), end=utc(6))
+    assert {(r.n, r.s) for r in rs_store.read("w").collect()} == set(enumerate(labels[:3]))
+
 
 @pytest.mark.parametrize("configuration", [
     {"delta.columnMapping.mode": "name", "delta.minReaderVersion": "2", "delta.minWriterVersion": "5"},
@@ -520,6 +529,7 @@ def test_delta_rs_falls_back_to_arrow_for_tables_spark_cannot_read_as_files(rs_s
 
 
 def test_delta_rs_write_failing_mid_stream_commits_nothing(rs_store, spark, monkeypatch):
+    # A write delta-rs streams itself: a replace that adds a column (schema evolution).
     rs_store.replace_range("t", events(spark, (utc(5, 1), 1)), column="ts", start=utc(5), end=utc(6))
     version = rs_store.version("t")
     real_write = delta_rs.write_deltalake
@@ -535,11 +545,60 @@ def test_delta_rs_write_failing_mid_stream_commits_nothing(rs_store, spark, monk
 
     monkeypatch.setattr(delta_rs, "write_deltalake", write_then_fail)
     with pytest.raises(Exception, match="disk full"):
-        rs_store.replace_range("t", events(spark, (utc(5, 2), 2), (utc(5, 3), 3)), column="ts",
-                               start=utc(5), end=utc(6))
+        rs_store.replace_range("t", events(spark, (utc(5, 2), 2), (utc(5, 3), 3)).withColumn("extra", F.lit(1)),
+                               column="ts", start=utc(5), end=utc(6))
 
     assert rs_store.version("t") == version
     assert ns(rs_store.read("t")) == [1]
+
+
+def _parquet_files(table_dir: Path) -> set[str]:
+    return {str(p.relative_to(table_dir)) for p in table_dir.rglob("*.parquet")}
+
+
+def test_delta_rs_direct_replace_failing_at_its_commit_commits_nothing_and_leaves_no_files(
+        rs_store, spark, monkeypatch):
+    # Spark writes a direct replace's files into the table directory before the commit: a
+    # failed commit must delete them again (the rewritten rows of a partly replaced file too).
+    rs_store.replace_range("t", events(spark, (utc(5, 1), 1), (utc(5, 9), 9)), column="ts",
+                           start=utc(5), end=utc(6))
+    version, table_dir = rs_store.version("t"), Path(rs_store.path("t"))
+    files = _parquet_files(table_dir)
+
+    def fail(*args, **kwargs):
+        raise OSError("log store unavailable (simulated)")
+
+    monkeypatch.setattr(delta_rs, "commit_replace", fail)
+    with pytest.raises(OSError, match="log store unavailable"):
+        rs_store.replace_range("t", events(spark, (utc(5, 2), 2)), column="ts", start=utc(5, 2), end=utc(5, 3))
+
+    assert rs_store.version("t") == version
+    assert ns(rs_store.read("t")) == [1, 9]
+    assert _parquet_files(table_dir) == files
+    staging = Path(rs_store.root) / "_staging"
+    assert not staging.exists() or not any(staging.iterdir())
+
+
+def test_delta_rs_direct_replace_removes_whole_files_and_rewrites_only_the_rest_of_partial_ones(rs_store, spark):
+    rs_store.replace_range("w", events(spark, (utc(5, 1), 1)), column="ts", start=utc(5, 1), end=utc(5, 2))
+    rs_store.replace_range("w", events(spark, (utc(5, 2), 2), (utc(5, 3), 3)), column="ts",
+                           start=utc(5, 2), end=utc(5, 4))
+    table_dir = Path(rs_store.path("w"))
+    hour_1 = set(DeltaTable(str(table_dir)).file_uris())
+
+    # Replacing 02:00-03:00 removes the file of hours 2-3 and rewrites its hour-3 row; the
+    # hour-1 file stays as it is.
+    result = rs_store.replace_range("w", events(spark, (utc(5, 2, 30), 20)), column="ts",
+                                    start=utc(5, 2), end=utc(5, 3))
+
+    assert result.rows_written == 1 and result.rows_deleted == 1
+    assert ns(rs_store.read("w")) == [1, 3, 20]
+    now = set(DeltaTable(str(table_dir)).file_uris())
+    assert len(hour_1 & now) == 1 and len(now) == 3
+    actions = delta_log.add_actions(DeltaTable(str(table_dir)))
+    assert sorted(actions["num_records"].to_pylist()) == [1, 1, 1]
+    assert actions["min.ts"].null_count == 0  # statistics from the footers: range reads prune by them
+    assert ns(rs_store.read_range("w", "ts", utc(5, 3), utc(5, 4))) == [3]
 
 
 @pytest.mark.parametrize("case", ["different ranges", "same range", "same token"])
@@ -551,15 +610,23 @@ def test_delta_rs_interleaved_commits_are_rebased_or_retried(rs_store, spark, mo
     version = rs_store.version("i")
     barrier = threading.Barrier(2)
     seen = threading.local()
-    real_write = DeltaRsTableStore._write_arrow
+    real_write, real_commit = DeltaRsTableStore._write_arrow, delta_rs.commit_replace
 
-    def write_after_both_read(self, target, data, **options):
+    def wait_for_the_other_once():
         if not getattr(seen, "first_write_done", False):
             seen.first_write_done = True
             barrier.wait(timeout=60)
+
+    def write_after_both_read(self, target, data, **options):  # appends: delta-rs writes
+        wait_for_the_other_once()
         real_write(self, target, data, **options)
 
+    def commit_after_both_read(table, removes, adds):  # replaces: a commit of Spark's files
+        wait_for_the_other_once()
+        return real_commit(table, removes, adds)
+
     monkeypatch.setattr(DeltaRsTableStore, "_write_arrow", write_after_both_read)
+    monkeypatch.setattr(delta_rs, "commit_replace", commit_after_both_read)
     results: list[WriteResult] = []
     days = {"different ranges": (5, 6), "same range": (5, 5), "same token": (5, 5)}[case]
     frames = [events(spark, (utc(day, 1), n)) for day, n in zip(days, (100, 200))]
