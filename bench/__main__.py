@@ -1,7 +1,7 @@
 """`make bench`: what a full rebuild, an incremental hour and a sensor tick cost, and DuckDB's time.
 
     python -m bench [--events 10000000] [--days 30] [--repeats 3] [--small] [--maintenance-hours 300]
-                    [--out bench/RESULTS.md]
+                    [--long-history-days 300] [--long-history-events 30000] [--out bench/RESULTS.md]
 
 Steps (each figure is the median of --repeats runs, with min and max):
 1. generate a pool of events over days + 1 with the sample generator; the source holds the
@@ -11,7 +11,9 @@ Steps (each figure is the median of --repeats runs, with min and max):
 3. for histories of 3, 10 and `days` days: backfill that history, then append one load
    hour at a time to the source and time the incremental run (`run --until`) that
    processes it, with the Delta files and bytes each asset's reads were planned over and
-   the bytes Spark's stages read;
+   the bytes Spark's stages read; then the same after a long, sparse history
+   (bench/long_history.py: --long-history-events loaded over --long-history-days days, 300 by
+   default), with its own sensor ticks;
 4. a sensor tick at `days` days of history (one that finds a new hour, one that finds none);
    then the cold hour: a new `incremental-assets run` process for each of `repeats` new hours,
    first with Spark in the process, then as clients of one Spark Connect server;
@@ -28,162 +30,33 @@ Writes RESULTS.md and results.json. Work files go to --work (bench/out/ by defau
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-BENCH_DIR = Path(__file__).resolve().parent
-START = date(2026, 1, 5)
-SEED = 42
-
-
-@dataclass
-class Figure:
-    """Repeated measurements of one thing, reported as median [min .. max]."""
-
-    values: list[float] = field(default_factory=list)
-
-    def add(self, value: float) -> None:
-        self.values.append(value)
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.values)
-
-    def as_dict(self) -> dict:
-        return {"median": self.median, "min": min(self.values), "max": max(self.values), "runs": self.values}
-
-
-def _print(message: str) -> None:
-    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
-
-
-def _set_env(**values: str) -> None:
-    os.environ.update({f"INCREMENTAL_{k.upper()}": str(v) for k, v in values.items()})
-
-
-def _instance(home: Path):
-    from dagster import DagsterInstance
-
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    return DagsterInstance.local_temp(str(home), overrides={"telemetry": {"enabled": False}})
-
-
-def _at(day: date, hours: int = 0) -> datetime:
-    return datetime.combine(day, datetime.min.time(), tzinfo=timezone.utc) + timedelta(hours=hours)
-
-
-# -- sources -------------------------------------------------------------------------------
-
-def make_pool(spark, work: Path, *, events: int, days: int) -> Path:
-    """Generated events over days + 1 (the extra day is what arrives after each history)."""
-    from incremental_assets.sources.generator import generate_events
-
-    pool = work / "pool"
-    marker = work / "pool.json"
-    wanted = {"events": events, "days": days, "start": START.isoformat(), "seed": SEED}
-    if pool.exists() and marker.exists() and json.loads(marker.read_text()) == wanted:
-        _print(f"reusing the generated pool at {pool}")
-        return pool
-    # Same events per day as `events` over `days`, plus one more day.
-    summary = generate_events(spark, events=round(events * (days + 1) / days), days=days + 1, start=START,
-                              out=str(pool), seed=SEED, mode="overwrite", progress=_print)
-    marker.write_text(json.dumps(wanted))
-    (work / "generation.json").write_text(json.dumps(summary, default=str))
-    return pool
-
-
-def make_source(tables, pool: Path, target: Path, history_days: int) -> int:
-    """The source as it stood after `history_days` days of loads: every row loaded before then."""
-    from incremental_assets.sources.reader import read_source
-    from incremental_assets.sources.writer import write_source_table
-
-    written = write_source_table(read_source(tables, str(pool), _at(START), _at(START + timedelta(days=history_days))),
-                                 str(target), mode="overwrite")
-    return written["rows"]
-
-
-def append_hour(tables, pool: Path, source: Path, hour_start: datetime) -> int:
-    """One more load hour arrives: the pool's rows loaded in it, appended in one commit."""
-    from incremental_assets.sources.reader import read_source
-    from incremental_assets.sources.writer import write_source_table
-
-    return write_source_table(read_source(tables, str(pool), hour_start, hour_start + timedelta(hours=1)),
-                              str(source), mode="append")["rows"]
-
-
-# -- what a run read, per step ------------------------------------------------------------------
-
-def step_windows(instance, run_ids: list[str]) -> list[tuple[str, float, float]]:
-    """(step key, start, end) of every step of the runs, from the Dagster event log."""
-    windows = []
-    for run_id in run_ids:
-        starts: dict[str, float] = {}
-        for entry in instance.all_logs(run_id):
-            event = entry.dagster_event
-            if event is None or not event.step_key:
-                continue
-            if event.event_type_value == "STEP_START":
-                starts[event.step_key] = entry.timestamp
-            elif event.event_type_value in ("STEP_SUCCESS", "STEP_FAILURE") and event.step_key in starts:
-                windows.append((event.step_key, starts[event.step_key], entry.timestamp))
-    return windows
-
-
-def _step_of(windows, at: float) -> str:
-    for key, start, end in windows:
-        if start <= at <= end:
-            return key
-    return "(outside steps)"
-
-
-def spark_stages(spark) -> list[dict]:
-    """Completed stages from Spark's REST API (local UI): input bytes and submission time."""
-    import urllib.request
-
-    url = spark.sparkContext.uiWebUrl
-    if not url:
-        return []
-    app = spark.sparkContext.applicationId
-    with urllib.request.urlopen(f"{url}/api/v1/applications/{app}/stages?status=complete", timeout=10) as r:
-        stages = json.load(r)
-    result = []
-    for stage in stages:
-        submitted = stage.get("submissionTime")
-        if not submitted:
-            continue
-        at = datetime.strptime(submitted.replace("GMT", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
-        result.append({"stage": stage["stageId"], "at": at, "input_bytes": stage.get("inputBytes", 0)})
-    return result
-
-
-def per_step(windows, scans, stages, since: float) -> dict[str, dict]:
-    """Seconds, Delta files/bytes planned, and Spark input bytes, per step."""
-    steps: dict[str, dict] = {}
-
-    def entry(key: str) -> dict:
-        return steps.setdefault(key, {"seconds": 0.0, "files": 0, "file_bytes": 0, "spark_input_bytes": 0})
-
-    for key, start, end in windows:
-        entry(key)["seconds"] += end - start
-    for scan in scans:
-        item = entry(_step_of(windows, scan.at))
-        item["files"] += scan.files
-        item["file_bytes"] += scan.bytes
-    for stage in stages:
-        if stage["at"] >= since:
-            entry(_step_of(windows, stage["at"]))["spark_input_bytes"] += stage["input_bytes"]
-    return steps
-
+from bench.long_history import long_history
+from bench.measure import (
+    BENCH_DIR,
+    START,
+    Figure,
+    append_hour,
+    at_hour,
+    dagster_instance,
+    incremental_hours,
+    make_pool,
+    make_source,
+    per_step,
+    say,
+    sensor_ticks,
+    set_env,
+    spark_stages,
+    step_windows,
+)
 
 # -- phases ----------------------------------------------------------------------------------
 
@@ -193,8 +66,8 @@ def full_backfill_warm(spark, work: Path, source: Path, days: int, run: int) -> 
 
     warehouse = work / f"full_warm_{run}"
     shutil.rmtree(warehouse, ignore_errors=True)
-    _set_env(warehouse=warehouse, source_path=source)
-    instance = _instance(work / f"full_warm_{run}_dagster")
+    set_env(warehouse=warehouse, source_path=source)
+    instance = dagster_instance(work / f"full_warm_{run}_dagster")
     since = time.time()
     with recording_scans() as scans:
         started = time.perf_counter()
@@ -224,53 +97,6 @@ def full_backfill_cold(work: Path, source: Path, days: int, run: int) -> float:
     return seconds
 
 
-def incremental_hours(spark, tables, pool: Path, source: Path, warehouse: Path, instance, history_days: int,
-                      repeats: int) -> dict:
-    """Append one load hour at a time after `history_days` days and time the run processing it."""
-    from incremental_assets.runner import run_until
-    from resources.tables import recording_scans
-
-    _set_env(warehouse=warehouse, source_path=source)
-    cut = _at(START + timedelta(days=history_days))
-    seconds, rows, steps_by_run = Figure(), [], []
-    for k in range(repeats):
-        rows.append(append_hour(tables, pool, source, cut + timedelta(hours=k)))
-        since = time.time()
-        with recording_scans() as scans:
-            started = time.perf_counter()
-            report = run_until(cut + timedelta(hours=k + 1), instance=instance, echo=lambda _: None)
-            seconds.add(time.perf_counter() - started)
-        if not report.success or report.hours is None:
-            raise SystemExit(f"incremental run after {history_days} days failed or did nothing: {report}")
-        windows = step_windows(instance, [run.run_id for run in report.runs])
-        steps_by_run.append(per_step(windows, scans, spark_stages(spark), since))
-        _print(f"  history {history_days} d, hour {k + 1}: {seconds.values[-1]:.1f} s, "
-               f"{rows[-1]:,} new rows, runs: {', '.join(run.job for run in report.runs)}")
-    return {"seconds": seconds, "rows": rows, "steps": steps_by_run}
-
-
-def sensor_ticks(pool: Path, tables, source: Path, instance, after: datetime, repeats: int) -> dict:
-    from incremental_assets.automation.hourly_sensor import hourly_run_request
-    from incremental_assets.definitions import warehouse
-
-    def tick(now: datetime) -> tuple[float, str]:
-        started = time.perf_counter()
-        result = hourly_run_request(warehouse, now=now, instance=instance)
-        seconds = time.perf_counter() - started
-        outcome = "run requested" if result.run_requests else f"skipped: {result.skip_reason.skip_message}"
-        return seconds, outcome
-
-    idle, busy = Figure(), Figure()
-    for _ in range(repeats):
-        seconds, idle_outcome = tick(after + timedelta(minutes=5))
-        idle.add(seconds)
-    append_hour(tables, pool, source, after)
-    for _ in range(repeats):
-        seconds, busy_outcome = tick(after + timedelta(hours=1, minutes=5))
-        busy.add(seconds)
-    return {"idle": idle, "idle_outcome": idle_outcome, "new_hour": busy, "new_hour_outcome": busy_outcome}
-
-
 def cold_hours(tables, pool: Path, source: Path, warehouse: Path, home: Path, first_hour: datetime,
                repeats: int, extra_env: dict[str, str] | None = None) -> Figure:
     """A new `incremental-assets run` process per new hour (the first hour is already in the
@@ -287,7 +113,7 @@ def cold_hours(tables, pool: Path, source: Path, warehouse: Path, home: Path, fi
         started = time.perf_counter()
         subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL)
         seconds.add(time.perf_counter() - started)
-        _print(f"  cold hour {k + 1}: {seconds.values[-1]:.1f} s")
+        say(f"  cold hour {k + 1}: {seconds.values[-1]:.1f} s")
     return seconds
 
 
@@ -326,7 +152,7 @@ def maintenance_effect(spark, tables, pool: Path, work: Path, hours: int, repeat
     root = work / "maintenance"
     shutil.rmtree(root, ignore_errors=True)
     store = table_store(spark, str(root), "delta-rs")
-    first = _at(START)
+    first = at_hour(START)
     rows = read_source(tables, str(pool), first, first + timedelta(hours=hours)).cache()
     for k in range(hours):
         start, end = first + timedelta(hours=k), first + timedelta(hours=k + 1)
@@ -356,7 +182,7 @@ def maintenance_effect(spark, tables, pool: Path, work: Path, hours: int, repeat
     result = {"hours": hours, "files_before": files_before, "files_after": store.describe("hourly_writes")["num_files"],
               "read_before": read_before, "day_before": day_before, "read_after": read_after,
               "day_after": day_after, "seconds": seconds}
-    _print(f"  {hours} hourly writes: {files_before} files, full read {read_before.median:.2f} s; after "
+    say(f"  {hours} hourly writes: {files_before} files, full read {read_before.median:.2f} s; after "
            f"maintenance ({seconds:.1f} s): {result['files_after']} files, {read_after.median:.2f} s")
     return result
 
@@ -370,7 +196,7 @@ def duckdb_comparison(source: Path, warehouse: Path, work: Path, repeats: int) -
     from incremental_assets.settings import Settings
     from resources.tables import read_delta_arrow
 
-    _set_env(warehouse=warehouse, source_path=source)
+    set_env(warehouse=warehouse, source_path=source)
     settings = Settings.load()
     as_of = settings.as_of_date(datetime.now(timezone.utc))
     seconds = Figure()
@@ -395,7 +221,7 @@ def duckdb_comparison(source: Path, warehouse: Path, work: Path, repeats: int) -
         shutil.rmtree(written_dir, ignore_errors=True)  # not timed: each run writes into nothing
         written = duckdb_write_tables(str(source), settings, as_of, str(written_dir), memory_limit=memory_limit)
         same_tables.add(written["seconds"])
-    _print(f"  DuckDB, the same tables written: {same_tables.median:.1f} s; comparing them with ours")
+    say(f"  DuckDB, the same tables written: {same_tables.median:.1f} s; comparing them with ours")
     return {"seconds": seconds, "rows": {"daily_aggregates": daily.num_rows, "attributes": attributes.num_rows},
             "differences": differences,
             "same_tables": {"seconds": same_tables, "rows": written["rows"],
@@ -412,6 +238,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--small", action="store_true",
                         help="a quick look: 300k events over 10 days, histories 3 and 10")
+    parser.add_argument("--long-history-days", type=int, default=300,
+                        help="days of a sparse history whose new hours are timed too (0: leave it out)")
+    parser.add_argument("--long-history-events", type=int, default=30_000,
+                        help="events loaded over the long history")
     parser.add_argument("--skip-cold", action="store_true", help="leave out the cold (new process) rebuilds")
     parser.add_argument("--maintenance-hours", type=int, default=300,
                         help="hourly writes before the table-maintenance measurement")
@@ -436,9 +266,9 @@ def main(argv=None) -> int:
     work = Path(args.work).resolve()
     work.mkdir(parents=True, exist_ok=True)
     # Partitions start at start_date when the code location is imported: set it first.
-    _set_env(start_date=START.isoformat())
+    set_env(start_date=START.isoformat())
     # Attributes as of the day after the history (not today): their last-N-day windows hold data.
-    _set_env(attributes_as_of=(START + timedelta(days=args.days)).isoformat())
+    set_env(attributes_as_of=(START + timedelta(days=args.days)).isoformat())
     os.environ.setdefault("INCREMENTAL_LOG_LEVEL", "CRITICAL")
     os.environ["DAGSTER_HOME"] = str(work / "dagster_home")
 
@@ -461,11 +291,11 @@ def main(argv=None) -> int:
     for days in args.histories:
         sources[days] = work / f"source_{days}d"
         source_rows[days] = make_source(tables, pool, sources[days], days)
-        _print(f"source with {days} days of loads: {source_rows[days]:,} rows")
+        say(f"source with {days} days of loads: {source_rows[days]:,} rows")
     full_source = sources[args.days]
     source_rows = results["source_rows"] = source_rows[args.days]
 
-    _print(f"full backfill, warm, {args.repeats} runs")
+    say(f"full backfill, warm, {args.repeats} runs")
     warm, warm_steps = Figure(), []
     for run in range(args.repeats):
         seconds, steps, warehouse, instance = full_backfill_warm(spark, work, full_source, args.days, run)
@@ -473,7 +303,7 @@ def main(argv=None) -> int:
         warm_steps.append(steps)
         if 0 < run < args.repeats - 1:  # keep the first (DuckDB's reference) and the last (history)
             shutil.rmtree(warehouse, ignore_errors=True)
-        _print(f"  warm run {run + 1}: {seconds:.1f} s ({source_rows / seconds:,.0f} events/s)")
+        say(f"  warm run {run + 1}: {seconds:.1f} s ({source_rows / seconds:,.0f} events/s)")
     reference_warehouse = work / "full_warm_0"
     results["full_warm"], results["full_warm_steps"] = warm, warm_steps
     report(results)
@@ -489,47 +319,54 @@ def main(argv=None) -> int:
         else:
             history_warehouse = work / f"history_{days}d"
             shutil.rmtree(history_warehouse, ignore_errors=True)
-            _set_env(warehouse=history_warehouse, source_path=sources[days])
-            history_instance = _instance(work / f"history_{days}d_dagster")
+            set_env(warehouse=history_warehouse, source_path=sources[days])
+            history_instance = dagster_instance(work / f"history_{days}d_dagster")
             from incremental_assets.runner import backfill
 
-            _print(f"history of {days} days: backfill")
+            say(f"history of {days} days: backfill")
             backfill(START, START + timedelta(days=days - 1), instance=history_instance, echo=lambda _: None)
-        _print(f"history of {days} days: incremental hours")
+        say(f"history of {days} days: incremental hours")
         results["incremental"][days] = incremental_hours(spark, tables, pool, sources[days], history_warehouse,
                                                          history_instance, days, args.repeats)
 
     report(results)
-    _print("sensor ticks")
-    after = _at(START + timedelta(days=args.days), args.repeats)
+    if args.long_history_days:
+        say(f"long history: {args.long_history_days} days at low density")
+        results["long_history"] = long_history(spark, tables, work, days=args.long_history_days,
+                                               events=args.long_history_events,
+                                               events_per_day=round(args.events / args.days), repeats=args.repeats)
+        report(results)
+    set_env(warehouse=warehouse, source_path=growing)
+    say("sensor ticks")
+    after = at_hour(START + timedelta(days=args.days), args.repeats)
     results["sensor"] = sensor_ticks(pool, tables, growing, instance, after, args.repeats)
 
-    _print("cold hours (a new process each)")
+    say("cold hours (a new process each)")
     home = work / f"full_warm_{args.repeats - 1}_dagster"
     results["cold_hour"] = cold_hours(tables, pool, growing, warehouse, home, after, args.repeats)
     report(results)
-    _print("cold hours through a Spark Connect server (a new client process each)")
+    say("cold hours through a Spark Connect server (a new client process each)")
     results["cold_hour_connect"] = cold_hours_through_connect(tables, pool, growing, warehouse, home,
                                                               after + timedelta(hours=args.repeats), args.repeats)
     report(results)
-    _print(f"table maintenance after {args.maintenance_hours} hourly writes")
+    say(f"table maintenance after {args.maintenance_hours} hourly writes")
     results["maintenance"] = maintenance_effect(spark, tables, pool, work, args.maintenance_hours, args.repeats)
     report(results)
 
-    _print("DuckDB")
+    say("DuckDB")
     results["duckdb"] = duckdb_comparison(full_source, reference_warehouse, work, args.repeats)
     report(results)
     if not args.skip_cold:
-        _print(f"full backfill, cold (new process), {args.repeats} runs")
+        say(f"full backfill, cold (new process), {args.repeats} runs")
         cold = Figure()
         for run in range(args.repeats):
             cold.add(full_backfill_cold(work, full_source, args.days, run))
-            _print(f"  cold run {run + 1}: {cold.values[-1]:.1f} s")
+            say(f"  cold run {run + 1}: {cold.values[-1]:.1f} s")
         results["full_cold"] = cold
     results["complete"] = True
     report(results)
 
-    _print(f"done in {results['seconds_total'] / 60:.1f} min: {args.out}")
+    say(f"done in {results['seconds_total'] / 60:.1f} min: {args.out}")
     return 0
 
 

@@ -39,6 +39,7 @@ from resources.tables.interface import (
     retry_on_conflict,
 )
 from resources.tables.ranges import (
+    DELTA_RS_IN_LIST_LIMIT,
     check_arrow_rows_in_ranges,
     delta_rs_in_predicate,
     delta_rs_range_predicate,
@@ -413,10 +414,17 @@ class DeltaRsTableStore(TableStore):
                 return WriteResult(rows_written=0, version=None, rows_deleted=0)
             if not values:
                 return WriteResult(rows_written=0, version=table.version(), rows_deleted=0)
-            column_type = spark_type_name(spark_schema(table), column, f"delete_where_in {name}")
-            metrics = table.delete(delta_rs_in_predicate(column, column_type, values))
-            return WriteResult(rows_written=0, version=table.version(),
-                               rows_deleted=metrics.get("num_deleted_rows"))
+            schema = spark_schema(table)
+            column_type = spark_type_name(schema, column, f"delete_where_in {name}")
+            if len(values) <= DELTA_RS_IN_LIST_LIMIT:
+                metrics = table.delete(delta_rs_in_predicate(column, column_type, values))
+                deleted = metrics.get("num_deleted_rows")
+            else:  # too many for a predicate: join them (one commit all the same)
+                keys = pa.table({column: pa.array(sorted(set(values)), to_arrow_schema(schema, timezone="UTC").field(column).type)})
+                metrics = (table.merge(keys, predicate=f't."{column}" = s."{column}"', source_alias="s",
+                                       target_alias="t").when_matched_delete().execute())
+                deleted = metrics.get("num_target_rows_deleted")
+            return WriteResult(rows_written=0, version=table.version(), rows_deleted=deleted)
 
         return self._commit(attempt)
 

@@ -103,10 +103,18 @@ def delta_rs_literal(value: Any, column_type: str, column: str) -> str:
     raise ValueError(f"cannot compare column {column!r} of type {column_type!r} with {value!r}")
 
 
+# The most values an IN list handed to delta-rs may hold: its SQL handling recurses per value,
+# and some 30,000 (item ids of a 300-day backfill) overflowed the native stack (a segfault).
+DELTA_RS_IN_LIST_LIMIT = 2_000
+
+
 def delta_rs_in_predicate(column: str, column_type: str, values) -> str:
     """delta-rs SQL selecting the rows whose column equals one of `values` (none: no row)."""
     if not values:
         return "FALSE"
+    if len(values) > DELTA_RS_IN_LIST_LIMIT:
+        raise ValueError(f"{len(values)} values of {column!r} in one delta-rs predicate; at most "
+                         f"{DELTA_RS_IN_LIST_LIMIT} are safe (more overflow delta-rs's native stack)")
     return f'"{column}" IN ({", ".join(delta_rs_literal(v, column_type, column) for v in values)})'
 
 

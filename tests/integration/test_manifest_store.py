@@ -154,3 +154,17 @@ def test_many_threads_claiming_disjoint_items_all_succeed(store):
     for t in threads:
         t.join()
     assert errors == [] and len(store.states()) == 8
+
+
+def test_a_run_of_thirty_thousand_items_claims_and_closes(store):
+    # A 300-day backfill claims and closes 7,200 hours of four assets in one run. Selecting
+    # them with a delta-rs IN predicate overflowed its native stack: the process died of a
+    # segfault at the close.
+    items = [f"{asset}/{hour:05d}" for asset in ("base_events", "filtered_events", "lifecycle", "quarantine")
+             for hour in range(7_500)]
+    store.claim(items, application="hourly_assets", run_id="r1", run_finished=never_finished)
+    store.close(items, run_id="r1", state=State.PROCESSED, application="hourly_assets")
+
+    states = store.states(items[:3] + ["other/1"])
+    assert sorted(states) == items[:3]
+    assert {state.status for state in store.states(items).values()} == {ItemStatus.READY}

@@ -371,6 +371,17 @@ def test_delete_where_in_deletes_exact_matches_of_hostile_values(store, spark):
         store.delete_where_in("d", "s OR 1=1", ["x"])
 
 
+def test_delete_where_in_takes_tens_of_thousands_of_values_in_one_commit(store, spark):
+    # As one IN predicate, some 30,000 values overflowed delta-rs's native stack (a segfault).
+    store.append("d", events(spark, *[(utc(5), n) for n in range(5)]))
+    version = store.version("d")
+
+    result = store.delete_where_in("d", "s", [f"s{n}" for n in range(1, 40_000, 2)])
+
+    assert result.rows_deleted == 2 and result.version == version + 1
+    assert ns(store.read("d")) == [0, 2, 4]
+
+
 def test_read_arrow_and_describe(store, spark):
     store.replace_range("r", events(spark, (utc(5, 1), 1, "a"), (utc(6, 1), 2, "b"), (utc(6, 2), 3, "c")),
                         column="event_date", start=dt.date(2026, 1, 5), end=dt.date(2026, 1, 7),

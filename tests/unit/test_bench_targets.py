@@ -1,6 +1,6 @@
 """The benchmark's targets table: the ratios it reports and whether each target is met."""
 
-from bench.__main__ import Figure
+from bench.measure import Figure
 from bench.report import _duckdb_section, targets
 
 
@@ -44,6 +44,16 @@ def test_the_hour_target_follows_the_benchmark_size_and_the_cold_hour_is_reporte
     assert rows["cold CLI run for one new hour at 30 d at most 20 s"] == ("21.0 s", False)
     assert rows["cold CLI run for one new hour at 30 d, through a Spark Connect server, at most 20 s"] == (
         "9.0 s", True)
+
+
+def test_the_long_sparse_history_is_compared_with_the_benchmarks_own_history():
+    results = {**_results(_hour(20, 1000, 100), _hour(22, 1100, 110)),
+               "long_history": {"days": 300, "incremental": _hour(33, 5000, 120),
+                                "sensor": {"new_hour": Figure([0.2, 0.4, 0.5])}}}
+    rows = _by_target(results)
+
+    assert rows["incremental hour at 300 d (sparse) vs 30 d of history: time within 1.2x"] == ("1.50x", False)
+    assert rows["sensor tick at most 0.3 s at 300 d of history"] == ("0.40 s", False)
 
 
 def test_growth_with_history_is_reported_as_missed_per_measure():

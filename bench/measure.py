@@ -1,0 +1,215 @@
+"""What the benchmark measures with: figures, the generated sources, one incremental hour
+at a time with what each step read, and sensor ticks. `bench/__main__.py` runs the phases."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+
+
+BENCH_DIR = Path(__file__).resolve().parent
+START = date(2026, 1, 5)
+SEED = 42
+
+
+@dataclass
+class Figure:
+    """Repeated measurements of one thing, reported as median [min .. max]."""
+
+    values: list[float] = field(default_factory=list)
+
+    def add(self, value: float) -> None:
+        self.values.append(value)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.values)
+
+    def as_dict(self) -> dict:
+        return {"median": self.median, "min": min(self.values), "max": max(self.values), "runs": self.values}
+
+
+def say(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def set_env(**values: str) -> None:
+    os.environ.update({f"INCREMENTAL_{k.upper()}": str(v) for k, v in values.items()})
+
+
+def dagster_instance(home: Path):
+    from dagster import DagsterInstance
+
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    return DagsterInstance.local_temp(str(home), overrides={"telemetry": {"enabled": False}})
+
+
+def at_hour(day: date, hours: int = 0) -> datetime:
+    return datetime.combine(day, datetime.min.time(), tzinfo=timezone.utc) + timedelta(hours=hours)
+
+
+# -- sources -------------------------------------------------------------------------------
+
+def generated(spark, out: Path, *, events: int, days: int, start: date, seed: int) -> Path:
+    """Generated events over `days` days from `start`, reused while the same ones are asked for."""
+    from incremental_assets.sources.generator import generate_events
+
+    marker = out.with_name(out.name + ".json")
+    wanted = {"events": events, "days": days, "start": start.isoformat(), "seed": seed}
+    if out.exists() and marker.exists() and json.loads(marker.read_text()).get("wanted") == wanted:
+        say(f"reusing the generated events at {out}")
+        return out
+    summary = generate_events(spark, events=events, days=days, start=start, out=str(out), seed=seed,
+                              mode="overwrite", progress=say)
+    marker.write_text(json.dumps({"wanted": wanted, "summary": summary}, default=str))
+    return out
+
+
+def make_pool(spark, work: Path, *, events: int, days: int) -> Path:
+    """Generated events over days + 1 (the extra day is what arrives after each history): the same
+    events per day as `events` over `days`."""
+    return generated(spark, work / "pool", events=round(events * (days + 1) / days), days=days + 1,
+                     start=START, seed=SEED)
+
+
+def make_source(tables, pool: Path, target: Path, history_days: int) -> int:
+    """The source as it stood after `history_days` days of loads: every row loaded before then."""
+    from incremental_assets.sources.reader import read_source
+    from incremental_assets.sources.writer import write_source_table
+
+    written = write_source_table(read_source(tables, str(pool), at_hour(START), at_hour(START + timedelta(days=history_days))),
+                                 str(target), mode="overwrite")
+    return written["rows"]
+
+
+def append_hour(tables, pool: Path, source: Path, hour_start: datetime) -> int:
+    """One more load hour arrives: the pool's rows loaded in it, appended in one commit."""
+    from incremental_assets.sources.reader import read_source
+    from incremental_assets.sources.writer import write_source_table
+
+    return write_source_table(read_source(tables, str(pool), hour_start, hour_start + timedelta(hours=1)),
+                              str(source), mode="append")["rows"]
+
+
+# -- what a run read, per step ------------------------------------------------------------------
+
+def step_windows(instance, run_ids: list[str]) -> list[tuple[str, float, float]]:
+    """(step key, start, end) of every step of the runs, from the Dagster event log."""
+    windows = []
+    for run_id in run_ids:
+        starts: dict[str, float] = {}
+        for entry in instance.all_logs(run_id):
+            event = entry.dagster_event
+            if event is None or not event.step_key:
+                continue
+            if event.event_type_value == "STEP_START":
+                starts[event.step_key] = entry.timestamp
+            elif event.event_type_value in ("STEP_SUCCESS", "STEP_FAILURE") and event.step_key in starts:
+                windows.append((event.step_key, starts[event.step_key], entry.timestamp))
+    return windows
+
+
+def step_of(windows, at: float) -> str:
+    for key, start, end in windows:
+        if start <= at <= end:
+            return key
+    return "(outside steps)"
+
+
+def spark_stages(spark) -> list[dict]:
+    """Completed stages from Spark's REST API (local UI): input bytes and submission time."""
+    import urllib.request
+
+    url = spark.sparkContext.uiWebUrl
+    if not url:
+        return []
+    app = spark.sparkContext.applicationId
+    with urllib.request.urlopen(f"{url}/api/v1/applications/{app}/stages?status=complete", timeout=10) as r:
+        stages = json.load(r)
+    result = []
+    for stage in stages:
+        submitted = stage.get("submissionTime")
+        if not submitted:
+            continue
+        at = datetime.strptime(submitted.replace("GMT", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
+        result.append({"stage": stage["stageId"], "at": at, "input_bytes": stage.get("inputBytes", 0)})
+    return result
+
+
+def per_step(windows, scans, stages, since: float) -> dict[str, dict]:
+    """Seconds, Delta files/bytes planned, and Spark input bytes, per step."""
+    steps: dict[str, dict] = {}
+
+    def entry(key: str) -> dict:
+        return steps.setdefault(key, {"seconds": 0.0, "files": 0, "file_bytes": 0, "spark_input_bytes": 0})
+
+    for key, start, end in windows:
+        entry(key)["seconds"] += end - start
+    for scan in scans:
+        item = entry(step_of(windows, scan.at))
+        item["files"] += scan.files
+        item["file_bytes"] += scan.bytes
+    for stage in stages:
+        if stage["at"] >= since:
+            entry(step_of(windows, stage["at"]))["spark_input_bytes"] += stage["input_bytes"]
+    return steps
+
+
+# -- incremental hours and sensor ticks ----------------------------------------------------
+
+def incremental_hours(spark, tables, pool: Path, source: Path, warehouse: Path, instance, history_days: int,
+                      repeats: int) -> dict:
+    """Append one load hour at a time after `history_days` days and time the run processing it."""
+    from incremental_assets.runner import run_until
+    from resources.tables import recording_scans
+
+    set_env(warehouse=warehouse, source_path=source)
+    cut = at_hour(START + timedelta(days=history_days))
+    seconds, rows, steps_by_run = Figure(), [], []
+    for k in range(repeats):
+        rows.append(append_hour(tables, pool, source, cut + timedelta(hours=k)))
+        since = time.time()
+        with recording_scans() as scans:
+            started = time.perf_counter()
+            report = run_until(cut + timedelta(hours=k + 1), instance=instance, echo=lambda _: None)
+            seconds.add(time.perf_counter() - started)
+        if not report.success or report.hours is None:
+            raise SystemExit(f"incremental run after {history_days} days failed or did nothing: {report}")
+        windows = step_windows(instance, [run.run_id for run in report.runs])
+        steps_by_run.append(per_step(windows, scans, spark_stages(spark), since))
+        say(f"  history {history_days} d, hour {k + 1}: {seconds.values[-1]:.1f} s, "
+               f"{rows[-1]:,} new rows, runs: {', '.join(run.job for run in report.runs)}")
+    return {"seconds": seconds, "rows": rows, "steps": steps_by_run}
+
+
+def sensor_ticks(pool: Path, tables, source: Path, instance, after: datetime, repeats: int) -> dict:
+    from incremental_assets.automation.hourly_sensor import hourly_run_request
+    from incremental_assets.definitions import spark
+    from resources.warehouse import WarehouseResource
+
+    warehouse = WarehouseResource(pyspark=spark)  # settings (warehouse, source) as the environment has them now
+
+    def tick(now: datetime) -> tuple[float, str]:
+        started = time.perf_counter()
+        result = hourly_run_request(warehouse, now=now, instance=instance)
+        seconds = time.perf_counter() - started
+        outcome = "run requested" if result.run_requests else f"skipped: {result.skip_reason.skip_message}"
+        return seconds, outcome
+
+    idle, busy = Figure(), Figure()
+    for _ in range(repeats):
+        seconds, idle_outcome = tick(after + timedelta(minutes=5))
+        idle.add(seconds)
+    append_hour(tables, pool, source, after)
+    for _ in range(repeats):
+        seconds, busy_outcome = tick(after + timedelta(hours=1, minutes=5))
+        busy.add(seconds)
+    return {"idle": idle, "idle_outcome": idle_outcome, "new_hour": busy, "new_hour_outcome": busy_outcome}
+
+
