@@ -23,6 +23,7 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Transaction
 from deltalake.transaction import AddAction, RemoveAction
 from pyspark.sql.types import ByteType, DateType, IntegerType, LongType, ShortType
@@ -64,7 +65,7 @@ def writes_directly(spark, root: str, table: DeltaTable | None, df_schema, table
 class SparkFiles:
     """A DataFrame's rows written by Spark as Parquet under `<root>/_staging/<id>`, then moved
     into a table's directory. Use as `with SparkFiles(...) as files:`; leaving the block deletes
-    what was not moved, and `discard()` deletes moved files that were never committed."""
+    what was not moved, and `move_back()` returns moved files whose commit did not land."""
 
     def __init__(self, df, root: str, partition_by: Sequence[str]):
         sweep_stale_staging(root)
@@ -84,19 +85,30 @@ class SparkFiles:
                 continue
             (file.parent / f".{file.name}.crc").unlink(missing_ok=True)  # Spark's local checksum
             self.relative_paths.append(str(file.relative_to(self._dir)))
-        self._moved: list[Path] = []
+        self.num_rows = sum(pq.ParquetFile(f"{self._dir}/{p}").metadata.num_rows for p in self.relative_paths)
+        self._moved: list[tuple[Path, Path]] = []  # (from, to)
 
-    def columns(self, names: Sequence[str], schema: pa.Schema) -> pa.Table:
-        """These columns of every row (partition columns from the directory names), in
-        `schema`'s types: for checks on the rows before they are committed."""
-        wanted = pa.schema([schema.field(n) for n in names])
-        if not self.relative_paths:  # no rows (Spark writes no file for an empty partitioned frame)
-            return wanted.empty_table()
+    def _dataset(self, schema: pa.Schema) -> ds.Dataset:
+        """The staged rows (partition columns from the directory names) in `schema`'s types."""
         partitioning = ds.HivePartitioning(pa.schema([schema.field(c) for c in self.partition_by]),
                                            null_fallback=_HIVE_NULL) if self.partition_by else None
         files = [f"{self._dir}/{p}" for p in self.relative_paths]
-        data = ds.dataset(files, format="parquet", partitioning=partitioning, partition_base_dir=self._dir)
-        return data.to_table(columns=list(names)).cast(wanted)
+        return ds.dataset(files, schema=schema, format="parquet", partitioning=partitioning,
+                          partition_base_dir=self._dir)
+
+    def columns(self, names: Sequence[str], schema: pa.Schema) -> pa.Table:
+        """These columns of every row, in `schema`'s types: for checks before the commit."""
+        wanted = pa.schema([schema.field(n) for n in names])
+        if not self.relative_paths:  # no rows (Spark writes no file for an empty partitioned frame)
+            return wanted.empty_table()
+        return self._dataset(schema).to_table(columns=list(names)).cast(wanted)
+
+    def reader(self, schema: pa.Schema) -> pa.RecordBatchReader:
+        """All staged rows as a stream in `schema`, for delta-rs to write itself (not moved yet)."""
+        if not self.relative_paths:
+            return schema.empty_table().to_reader()
+        batches = (batch.cast(schema) for batch in self._dataset(schema).to_batches(columns=schema.names))
+        return pa.RecordBatchReader.from_batches(schema, batches)
 
     def move_into(self, table_path: str, stats_columns: Sequence[str]) -> list[AddAction]:
         """Move the files into the table directory (not yet part of any version) and return
@@ -109,7 +121,7 @@ class SparkFiles:
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)
             os.rename(source, target)
-            self._moved.append(target)
+            self._moved.append((source, target))
             stat = target.stat()
             actions.append(AddAction(path=relative, size=stat.st_size,
                                      partition_values=_partition_values(relative, self.partition_by),
@@ -117,10 +129,13 @@ class SparkFiles:
                                      stats=json.dumps(stats)))
         return actions
 
-    def discard(self) -> None:
-        """Delete moved files (their commit did not land)."""
-        for file in self._moved:
-            file.unlink(missing_ok=True)
+    def move_back(self) -> None:
+        """Return moved files to the staging directory (their commit did not land)."""
+        for source, target in reversed(self._moved):
+            try:
+                os.rename(target, source)
+            except FileNotFoundError:
+                pass
         self._moved = []
 
     def close(self) -> None:
@@ -131,6 +146,17 @@ class SparkFiles:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class StagedFiles:
+    """Spark's staged files seen as staged rows (`reader()`, `num_rows`, `schema`), for a write
+    that delta-rs makes itself."""
+
+    def __init__(self, files: SparkFiles, schema: pa.Schema):
+        self._files, self.schema, self.num_rows = files, schema, files.num_rows
+
+    def reader(self) -> pa.RecordBatchReader:
+        return self._files.reader(self.schema)
 
 
 def _partition_values(relative: str, partition_by: Sequence[str]) -> dict[str, str | None]:

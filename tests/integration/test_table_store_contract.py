@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 
 from resources.tables import (
     DeltaRsTableStore,
+    RowRange,
     WriteResult,
     delta_log,
     delta_rs,
@@ -567,10 +568,13 @@ def _parquet_files(table_dir: Path) -> set[str]:
     return {str(p.relative_to(table_dir)) for p in table_dir.rglob("*.parquet")}
 
 
+@pytest.mark.parametrize("in_list_limit", [2_000, 1], ids=["files removed whole", "other rows rewritten by Spark"])
 def test_delta_rs_direct_replace_failing_at_its_commit_commits_nothing_and_leaves_no_files(
-        rs_store, spark, monkeypatch):
-    # Spark writes a direct replace's files into the table directory before the commit: a
-    # failed commit must delete them again (the rewritten rows of a partly replaced file too).
+        rs_store, spark, monkeypatch, in_list_limit):
+    # A direct replace moves Spark's files into the table directory just before its commit: a
+    # failed commit must take them out again (the rows Spark rewrote from a partly replaced
+    # file too; it does so when the selection is too large for a delta-rs predicate).
+    monkeypatch.setattr(delta_rs, "DELTA_RS_IN_LIST_LIMIT", in_list_limit)
     rs_store.replace_range("t", events(spark, (utc(5, 1), 1), (utc(5, 9), 9)), column="ts",
                            start=utc(5), end=utc(6))
     version, table_dir = rs_store.version("t"), Path(rs_store.path("t"))
@@ -580,8 +584,10 @@ def test_delta_rs_direct_replace_failing_at_its_commit_commits_nothing_and_leave
         raise OSError("log store unavailable (simulated)")
 
     monkeypatch.setattr(delta_rs, "commit_replace", fail)
+    rows = [RowRange("ts", utc(5), utc(6), key="s", values=("s1", "s9"))] if in_list_limit == 1 else \
+        [RowRange("ts", utc(5), utc(6))]
     with pytest.raises(OSError, match="log store unavailable"):
-        rs_store.replace_range("t", events(spark, (utc(5, 2), 2)), column="ts", start=utc(5, 2), end=utc(5, 3))
+        rs_store.replace("t", events(spark, (utc(5, 2), 2)), rows=rows)
 
     assert rs_store.version("t") == version
     assert ns(rs_store.read("t")) == [1, 9]
@@ -590,26 +596,31 @@ def test_delta_rs_direct_replace_failing_at_its_commit_commits_nothing_and_leave
     assert not staging.exists() or not any(staging.iterdir())
 
 
-def test_delta_rs_direct_replace_removes_whole_files_and_rewrites_only_the_rest_of_partial_ones(rs_store, spark):
+@pytest.mark.parametrize("in_list_limit", [2_000, 1], ids=["by delta-rs", "by Spark"])
+def test_delta_rs_replace_removes_whole_files_and_rewrites_only_the_rest_of_partial_ones(
+        rs_store, spark, monkeypatch, in_list_limit):
+    # Partly replaced files have their other rows rewritten: by delta-rs (a predicate
+    # overwrite), or by Spark into the same commit when the selection's key values are too
+    # many for a delta-rs predicate.
+    monkeypatch.setattr(delta_rs, "DELTA_RS_IN_LIST_LIMIT", in_list_limit)
     rs_store.replace_range("w", events(spark, (utc(5, 1), 1)), column="ts", start=utc(5, 1), end=utc(5, 2))
-    rs_store.replace_range("w", events(spark, (utc(5, 2), 2), (utc(5, 3), 3)), column="ts",
+    rs_store.replace_range("w", events(spark, (utc(5, 2), 2), (utc(5, 3), 3), (utc(5, 3, 5), 4)), column="ts",
                            start=utc(5, 2), end=utc(5, 4))
     table_dir = Path(rs_store.path("w"))
-    hour_1 = set(DeltaTable(str(table_dir)).file_uris())
+    hour_1 = {p for p in DeltaTable(str(table_dir)).file_uris()
+              if ns(spark.read.parquet(p)) == [1]}
 
-    # Replacing 02:00-03:00 removes the file of hours 2-3 and rewrites its hour-3 row; the
-    # hour-1 file stays as it is.
-    result = rs_store.replace_range("w", events(spark, (utc(5, 2, 30), 20)), column="ts",
-                                    start=utc(5, 2), end=utc(5, 3))
+    # The hour-2 row and the hour-3 row of key s3 are replaced; the key-s4 row stays.
+    result = rs_store.replace("w", events(spark, (utc(5, 2, 30), 20)),
+                              rows=[RowRange("ts", utc(5, 2), utc(5, 3)),
+                                    RowRange("ts", utc(5, 3), utc(5, 4), key="s", values=("s3", "s9"))])
 
-    assert result.rows_written == 1 and result.rows_deleted == 1
-    assert ns(rs_store.read("w")) == [1, 3, 20]
-    now = set(DeltaTable(str(table_dir)).file_uris())
-    assert len(hour_1 & now) == 1 and len(now) == 3
+    assert result.rows_written == 1 and result.rows_deleted == 2
+    assert ns(rs_store.read("w")) == [1, 4, 20]
+    assert hour_1 <= set(DeltaTable(str(table_dir)).file_uris())  # a file wholly outside stays
     actions = delta_log.add_actions(DeltaTable(str(table_dir)))
-    assert sorted(actions["num_records"].to_pylist()) == [1, 1, 1]
-    assert actions["min.ts"].null_count == 0  # statistics from the footers: range reads prune by them
-    assert ns(rs_store.read_range("w", "ts", utc(5, 3), utc(5, 4))) == [3]
+    assert actions["min.ts"].null_count == 0  # statistics kept: range reads prune by them
+    assert ns(rs_store.read_range("w", "ts", utc(5, 3), utc(5, 4))) == [4]
 
 
 @pytest.mark.parametrize("case", ["different ranges", "same range", "same token"])
