@@ -23,18 +23,17 @@ import json
 import os
 from pathlib import Path
 from typing import Literal
-from urllib.parse import unquote
 
 import pyarrow as pa
 from deltalake import DeltaTable
 from deltalake import Schema as DeltaSchema
-from deltalake.transaction import AddAction, create_table_with_add_actions
+from deltalake.transaction import create_table_with_add_actions
 from pyspark.sql import DataFrame
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import ByteType, DateType, IntegerType, LongType, ShortType, TimestampType
 
 from incremental_assets.sources.schema import PARTITION_COLUMN
-from resources.tables.parquet_stats import file_stats
+from resources.tables.parquet_stats import add_action
 from resources.tables.staging import STATS_COLUMNS_PROPERTY
 
 WriteMode = Literal["error", "overwrite", "append"]
@@ -49,9 +48,6 @@ NO_DICTIONARY_COLUMNS = (
     "network_userid",
     "tr_orderid",
 )
-
-# How Spark (and Hive) name the directory of a null partition value.
-HIVE_NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
 
 def write_source_table(df: DataFrame, out: str | os.PathLike, *, mode: WriteMode = "error") -> dict:
@@ -96,7 +92,7 @@ def write_source_table(df: DataFrame, out: str | os.PathLike, *, mode: WriteMode
     writer.parquet(str(path))
     new_files = sorted(set(_data_files(path)) - before)
     stats_columns = _stats_columns(df)
-    actions = [_add_action(path, relative, stats_columns) for relative in new_files]
+    actions = [add_action(path, relative, [PARTITION_COLUMN], stats_columns) for relative in new_files]
     # Spark writes every Parquet column as nullable, so the table schema says the same.
     schema = to_arrow_schema(df.schema, timezone="UTC")
     schema = DeltaSchema.from_arrow(pa.schema([field.with_nullable(True) for field in schema]))
@@ -163,21 +159,3 @@ def _stats_columns(df: DataFrame) -> list[str]:
         for field in df.schema.fields
         if isinstance(field.dataType, bounded) and field.name != PARTITION_COLUMN
     ]
-
-
-def _add_action(table_dir: Path, relative: str, stats_columns: list[str]) -> AddAction:
-    file = table_dir / relative
-    partition_dir = Path(relative).parent.name  # "load_date=2021-03-01"
-    value = unquote(partition_dir.split("=", 1)[1])
-    # Spark's local file system leaves a checksum file beside each data file; Delta never reads it.
-    (file.parent / f".{file.name}.crc").unlink(missing_ok=True)
-    stat = file.stat()
-    return AddAction(
-        path=relative,
-        size=stat.st_size,
-        partition_values={PARTITION_COLUMN: None if value == HIVE_NULL_PARTITION else value},
-        modification_time=int(stat.st_mtime * 1000),
-        data_change=True,
-        stats=json.dumps(file_stats(file, stats_columns)),
-    )
-

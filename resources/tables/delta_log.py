@@ -20,7 +20,8 @@ from pyspark.sql.types import StructType
 _PLAIN_PARQUET_READER_FEATURES = {"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"}
 # Delta stores min/max timestamp statistics truncated to milliseconds.
 _TIMESTAMP_STATS_SLACK = dt.timedelta(milliseconds=1)
-_HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+# How Spark (and Hive) name the directory of a null partition value.
+HIVE_NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
 
 def load_table(path: str, version: int | None = None) -> DeltaTable | None:
@@ -64,7 +65,7 @@ def spark_parses_partition_dirs(relative_paths: list[str], partition_columns: li
             key, equals, encoded = directory.partition("=")
             if key != column or not equals:
                 return False
-            if encoded == _HIVE_NULL:
+            if encoded == HIVE_NULL_PARTITION:
                 continue
             try:
                 if _spark_unescape(encoded) != unquote(encoded, errors="strict"):

@@ -3,6 +3,7 @@ delta-rs; Spark computes and reads the active Parquet files natively."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Callable, Sequence
 from urllib.parse import unquote
 
@@ -39,6 +40,7 @@ from resources.tables.interface import (
 )
 from resources.tables.ranges import (
     DELTA_RS_IN_LIST_LIMIT,
+    fits_delta_rs_predicate,
     check_arrow_rows_in_ranges,
     delta_rs_in_predicate,
     delta_rs_range_predicate,
@@ -77,6 +79,18 @@ def _check_unique_non_null_keys(data: pa.Table, keys: Sequence[str]) -> None:
         raise ValueError(f"merge: keys {list(keys)} are not unique in the data; e.g. {first} "
                          f"appears {duplicates['count_all'][0].as_py()} times")
 
+
+
+@contextlib.contextmanager
+def _losing_to_a_concurrent_creator(path: str):
+    """Creating the table at `path`: a failure because another writer created it first becomes
+    TableCreatedConcurrently (retried as a conflict)."""
+    try:
+        yield
+    except DeltaError as error:
+        if DeltaTable.is_deltatable(path):
+            raise TableCreatedConcurrently(path) from error
+        raise
 
 
 class DeltaRsTableStore(TableStore):
@@ -184,13 +198,9 @@ class DeltaRsTableStore(TableStore):
     def _create(self, path: str, data: StagedRows, partition_by: list[str], *, rows_deleted: int | None,
                 commit_properties: CommitProperties | None = None) -> WriteResult:
         """Create the table with `data` as version 0; a concurrent creator makes us retry."""
-        try:
+        with _losing_to_a_concurrent_creator(path):
             self._write_arrow(path, data, mode="error", partition_by=partition_by or None,
                               commit_properties=commit_properties, configuration=stats_configuration(data.schema))
-        except DeltaError as error:
-            if DeltaTable.is_deltatable(path):
-                raise TableCreatedConcurrently(path) from error
-            raise
         return WriteResult(rows_written=data.num_rows, version=0, rows_deleted=rows_deleted)
 
     def _commit(self, operation: Callable[[], WriteResult]) -> WriteResult:
@@ -224,7 +234,7 @@ class DeltaRsTableStore(TableStore):
         table = load_table(path)
         table_schema = spark_schema(table) if table is not None else None
         if writes_directly(self.spark, self.root, table, df.schema, table_schema, partition_by or []):
-            return self._replace_directly(name, df if table is None else df.select(*table_schema.names),
+            return self._replace_directly(name, table, df if table is None else df.select(*table_schema.names),
                                           rows, partition_by)
         with self._stage(df) as data:
             partition_by = self._check_partition_by(partition_by, data.column_names)
@@ -242,11 +252,10 @@ class DeltaRsTableStore(TableStore):
 
             return self._commit(attempt)
 
-    def _replace_directly(self, name, df, rows, partition_by) -> WriteResult:
+    def _replace_directly(self, name, table: DeltaTable | None, df, rows, partition_by) -> WriteResult:
         """replace() with Spark writing the files and one commit of file actions (direct_write)."""
         path, what = self.path(name), f"replace {name}"
         check_columns_present(df.columns, sorted({r.column for r in rows}), what)
-        table = load_table(path)
         partition_by = (table.metadata().partition_columns if table is not None
                         else self._check_partition_by(partition_by, df.columns))
         arrow_schema = pa.schema([delta_field(f) for f in to_arrow_schema(df.schema, timezone="UTC")])
@@ -264,7 +273,7 @@ class DeltaRsTableStore(TableStore):
         table = load_table(path)
         if table is not None:
             whole, partly = files_in_selection(add_actions(table), ranges, table.metadata().partition_columns)
-            if partly.num_rows and all(len(r.values) <= DELTA_RS_IN_LIST_LIMIT for r in ranges):
+            if partly.num_rows and fits_delta_rs_predicate(ranges):
                 staged = StagedFiles(new, arrow_schema)
                 return self._overwrite_counted(path, table, staged, schema_mode="merge",
                                                predicate=delta_rs_rows_predicate(ranges))
@@ -298,16 +307,12 @@ class DeltaRsTableStore(TableStore):
         return WriteResult(rows_written=new.num_rows, version=version, rows_deleted=rows_deleted)
 
     def _create_from_files(self, path, adds, arrow_schema, partition_by, rows_written) -> WriteResult:
-        try:
+        with _losing_to_a_concurrent_creator(path):
             create_table_with_add_actions(path, DeltaSchema.from_arrow(arrow_schema), adds, mode="error",
                                           partition_by=partition_by or None,
                                           configuration=stats_configuration(arrow_schema),
                                           commit_properties=CommitProperties(
                                               app_transactions=[Transaction(REPLACE_APP_ID, 0)]))
-        except DeltaError as error:
-            if DeltaTable.is_deltatable(path):
-                raise TableCreatedConcurrently(path) from error
-            raise
         return WriteResult(rows_written=rows_written, version=0, rows_deleted=0)
 
     def replace_keys(self, name, df, *, key, keys) -> WriteResult:

@@ -12,14 +12,12 @@ readers never see them, and `maintenance` (vacuum) deletes them once past its re
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import time
 import uuid
 from pathlib import Path
 from typing import Sequence
-from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -28,8 +26,8 @@ from deltalake import CommitProperties, DeltaTable, Transaction
 from deltalake.transaction import AddAction, RemoveAction
 from pyspark.sql.types import ByteType, DateType, IntegerType, LongType, ShortType
 
-from resources.tables.delta_log import spark_can_read_files
-from resources.tables.parquet_stats import file_stats
+from resources.tables.delta_log import HIVE_NULL_PARTITION, spark_can_read_files
+from resources.tables.parquet_stats import add_action
 from resources.tables.staging import STATS_COLUMNS_PROPERTY, StagingNotVisible, sweep_stale_staging
 
 # Every direct replace commits this Delta transaction id: delta-rs refuses a commit when a
@@ -43,7 +41,6 @@ _WRITE_ID = "incrementalAssetsWriteId"
 
 # Partition values Spark writes as directory names exactly as Delta stores them.
 _PLAIN_PARTITION_TYPES = (DateType, ByteType, ShortType, IntegerType, LongType)
-_HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 
 
 def writes_directly(spark, root: str, table: DeltaTable | None, df_schema, table_schema,
@@ -79,19 +76,20 @@ class SparkFiles:
             raise
         if not os.path.isdir(self._dir):
             raise StagingNotVisible(self._dir)
-        self.relative_paths = []
+        self.relative_paths, self.num_rows = [], 0
         for file in sorted(Path(self._dir).rglob("*.parquet")):
             if file.name.startswith("."):
                 continue
-            (file.parent / f".{file.name}.crc").unlink(missing_ok=True)  # Spark's local checksum
-            self.relative_paths.append(str(file.relative_to(self._dir)))
-        self.num_rows = sum(pq.ParquetFile(f"{self._dir}/{p}").metadata.num_rows for p in self.relative_paths)
+            rows = pq.ParquetFile(file).metadata.num_rows
+            if rows:  # an empty one (an empty DataFrame's) would only clutter the table
+                self.relative_paths.append(str(file.relative_to(self._dir)))
+                self.num_rows += rows
         self._moved: list[tuple[Path, Path]] = []  # (from, to)
 
     def _dataset(self, schema: pa.Schema) -> ds.Dataset:
         """The staged rows (partition columns from the directory names) in `schema`'s types."""
         partitioning = ds.HivePartitioning(pa.schema([schema.field(c) for c in self.partition_by]),
-                                           null_fallback=_HIVE_NULL) if self.partition_by else None
+                                           null_fallback=HIVE_NULL_PARTITION) if self.partition_by else None
         files = [f"{self._dir}/{p}" for p in self.relative_paths]
         return ds.dataset(files, schema=schema, format="parquet", partitioning=partitioning,
                           partition_base_dir=self._dir)
@@ -112,21 +110,14 @@ class SparkFiles:
 
     def move_into(self, table_path: str, stats_columns: Sequence[str]) -> list[AddAction]:
         """Move the files into the table directory (not yet part of any version) and return
-        their add actions; files without rows are dropped."""
+        their add actions."""
         actions = []
         for relative in self.relative_paths:
             source, target = Path(self._dir, relative), Path(table_path, relative)
-            stats = file_stats(source, list(stats_columns))
-            if stats["numRecords"] == 0:
-                continue
             target.parent.mkdir(parents=True, exist_ok=True)
             os.rename(source, target)
             self._moved.append((source, target))
-            stat = target.stat()
-            actions.append(AddAction(path=relative, size=stat.st_size,
-                                     partition_values=_partition_values(relative, self.partition_by),
-                                     modification_time=int(stat.st_mtime * 1000), data_change=True,
-                                     stats=json.dumps(stats)))
+            actions.append(add_action(Path(table_path), relative, self.partition_by, stats_columns))
         return actions
 
     def move_back(self) -> None:
@@ -157,14 +148,6 @@ class StagedFiles:
 
     def reader(self) -> pa.RecordBatchReader:
         return self._files.reader(self.schema)
-
-
-def _partition_values(relative: str, partition_by: Sequence[str]) -> dict[str, str | None]:
-    values = {}
-    for directory, column in zip(relative.split("/")[:-1], partition_by):
-        value = unquote(directory.split("=", 1)[1])
-        values[column] = None if value == _HIVE_NULL else value
-    return values
 
 
 def table_stats_columns(table: DeltaTable) -> list[str]:

@@ -1,13 +1,34 @@
-"""Delta file statistics (row count, null counts, min/max) read from a Parquet file's footer,
-for files that Spark wrote and delta-rs commits without reading their rows."""
+"""The add action of a Parquet file Spark wrote into a table directory, with its Delta
+statistics (row count, null counts, min/max) read from the footer: delta-rs commits such
+files without reading their rows."""
 
 from __future__ import annotations
 
+import json
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
+from urllib.parse import unquote
 
 import pyarrow.parquet as pq
+from deltalake.transaction import AddAction
+
+from resources.tables.delta_log import HIVE_NULL_PARTITION
+
+
+def add_action(table_dir: Path, relative: str, partition_by: Sequence[str], stats_columns: Sequence[str]) -> AddAction:
+    """The add action of `table_dir/relative`, a file in hive layout (`col=value/.../part.parquet`)."""
+    file = table_dir / relative
+    # Spark's local file system leaves a checksum file beside each data file; Delta never reads it.
+    (file.parent / f".{file.name}.crc").unlink(missing_ok=True)
+    values = {}
+    for directory, column in zip(relative.split("/")[:-1], partition_by):
+        value = unquote(directory.split("=", 1)[1])
+        values[column] = None if value == HIVE_NULL_PARTITION else value
+    stat = file.stat()
+    return AddAction(path=relative, size=stat.st_size, partition_values=values,
+                     modification_time=int(stat.st_mtime * 1000), data_change=True,
+                     stats=json.dumps(file_stats(file, list(stats_columns))))
 
 
 def file_stats(file: Path, columns: list[str]) -> dict[str, Any]:

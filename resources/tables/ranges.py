@@ -202,8 +202,16 @@ def resolve_rows(rows: Sequence[RowRange], schema, what: str) -> list[ResolvedRa
     return resolved
 
 
+def fits_delta_rs_predicate(ranges: Sequence[ResolvedRange]) -> bool:
+    """Whether the key values of all `ranges` together fit in one delta-rs predicate."""
+    return sum(len(r.values) for r in ranges) <= DELTA_RS_IN_LIST_LIMIT
+
+
 def delta_rs_rows_predicate(ranges: Sequence[ResolvedRange]) -> str:
-    """delta-rs SQL selecting the rows of any of `ranges`."""
+    """delta-rs SQL selecting the rows of any of `ranges` (refused when they do not fit)."""
+    if not fits_delta_rs_predicate(ranges):
+        raise ValueError(f"{sum(len(r.values) for r in ranges)} key values in one delta-rs predicate; at most "
+                         f"{DELTA_RS_IN_LIST_LIMIT} are safe (more overflow delta-rs's native stack)")
     parts = []
     for r in ranges:
         part = delta_rs_range_predicate(r.column, r.column_type, r.lo, r.hi)

@@ -574,7 +574,7 @@ def test_delta_rs_direct_replace_failing_at_its_commit_commits_nothing_and_leave
     # A direct replace moves Spark's files into the table directory just before its commit: a
     # failed commit must take them out again (the rows Spark rewrote from a partly replaced
     # file too; it does so when the selection is too large for a delta-rs predicate).
-    monkeypatch.setattr(delta_rs, "DELTA_RS_IN_LIST_LIMIT", in_list_limit)
+    monkeypatch.setattr("resources.tables.ranges.DELTA_RS_IN_LIST_LIMIT", in_list_limit)
     rs_store.replace_range("t", events(spark, (utc(5, 1), 1), (utc(5, 9), 9)), column="ts",
                            start=utc(5), end=utc(6))
     version, table_dir = rs_store.version("t"), Path(rs_store.path("t"))
@@ -602,7 +602,7 @@ def test_delta_rs_replace_removes_whole_files_and_rewrites_only_the_rest_of_part
     # Partly replaced files have their other rows rewritten: by delta-rs (a predicate
     # overwrite), or by Spark into the same commit when the selection's key values are too
     # many for a delta-rs predicate.
-    monkeypatch.setattr(delta_rs, "DELTA_RS_IN_LIST_LIMIT", in_list_limit)
+    monkeypatch.setattr("resources.tables.ranges.DELTA_RS_IN_LIST_LIMIT", in_list_limit)
     rs_store.replace_range("w", events(spark, (utc(5, 1), 1)), column="ts", start=utc(5, 1), end=utc(5, 2))
     rs_store.replace_range("w", events(spark, (utc(5, 2), 2), (utc(5, 3), 3), (utc(5, 3, 5), 4)), column="ts",
                            start=utc(5, 2), end=utc(5, 4))
