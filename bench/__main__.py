@@ -24,7 +24,8 @@ Steps (each figure is the median of --repeats runs, with min and max):
    columns, event_copies, rejected_events, the session tables, filtered_events, the daily
    tables) written as Parquet under --work/duckdb_tables. For each: time, our warm rebuild
    divided by it, and whether its tables equal ours (bench/table_diff.py).
-Writes RESULTS.md and results.json. Work files go to --work (bench/out/ by default).
+Writes RESULTS.md and its raw figures (RESULTS.json, the next run's baseline: each figure
+and step is shown beside the previous run's). Work files go to --work (bench/out/ by default).
 """
 
 from __future__ import annotations
@@ -230,6 +231,15 @@ def duckdb_comparison(source: Path, warehouse: Path, work: Path, repeats: int) -
 
 # -- main -----------------------------------------------------------------------------------
 
+def _commit() -> str:
+    """The checked-out commit (and whether the work tree differs), for the report."""
+    def git(*command: str) -> str:
+        return subprocess.run(["git", *command], cwd=BENCH_DIR, capture_output=True, text=True).stdout.strip()
+
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    return commit + (" (with uncommitted changes)" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=10_000_000)
@@ -248,7 +258,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="hourly writes before the table-maintenance measurement")
     parser.add_argument("--work", default=str(BENCH_DIR / "out"))
     parser.add_argument("--out", default=None, help="report path (default: bench/RESULTS.md, "
-                                                    "bench/RESULTS-small.md with --small)")
+                                                    "bench/RESULTS-small.md with --small); the run's raw "
+                                                    "figures go beside it (.json)")
+    parser.add_argument("--baseline", default=None,
+                        help="an earlier run's raw figures to show beside this run's (default: those of the "
+                             "last run written to --out, if any; 'none': no comparison)")
     args = parser.parse_args(argv)
     if args.long_history_days is None:
         args.long_history_days = 0 if args.small else 300
@@ -260,6 +274,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.repeats < 3:
         parser.error("--repeats must be at least 3 (every figure is a median of at least 3 runs)")
     args.out = Path(args.out or BENCH_DIR / ("RESULTS-small.md" if args.small else "RESULTS.md"))
+    if args.baseline is None and args.out.with_suffix(".json").exists():
+        args.baseline = str(args.out.with_suffix(".json"))
     return args
 
 
@@ -280,14 +296,17 @@ def main(argv=None) -> int:
 
     spark = get_spark()
     tables = table_store(spark, str(work), "delta-rs")
-    results: dict = {"args": {k: str(v) for k, v in vars(args).items()}}
+    results: dict = {"args": {k: str(v) for k, v in vars(args).items()}, "commit": _commit()}
+    from bench.report import load_results, write_report, written_now
+
+    # Read before this run's report replaces it (the default baseline is the last run's figures).
+    baseline = load_results(Path(args.baseline)) if args.baseline not in (None, "none") else None
 
     def report(results: dict) -> None:
         """Write what is measured so far: a long run that is stopped still leaves its figures."""
-        from bench.report import write_report
-
         results["seconds_total"] = time.perf_counter() - began
-        write_report(results, args, args.out, work / "results.json")
+        results["written"] = written_now()
+        write_report(results, args.out, args.out.with_suffix(".json"), baseline)
 
     pool = make_pool(spark, work, events=args.events, days=args.days)
     sources, source_rows = {}, {}

@@ -1,7 +1,15 @@
-"""bench/RESULTS.md from the measurements: machine, versions, settings, figures, targets."""
+"""bench/RESULTS.md from the measurements: machine, versions, settings, figures, targets, and
+each figure beside the previous run's (the raw figures of a run are kept beside its report,
+bench/RESULTS.json, and are the next run's baseline).
+
+    python -m bench.report RESULTS_JSON [--baseline EARLIER_JSON] [--out RESULTS.md]
+
+renders a report again from a run's raw figures (e.g. with another baseline).
+"""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -15,6 +23,25 @@ from pathlib import Path
 def _span(figure, unit: str = "s", digits: int = 1) -> str:
     return (f"{figure.median:.{digits}f} {unit} [{min(figure.values):.{digits}f} .. "
             f"{max(figure.values):.{digits}f}]")
+
+
+def _figures(value):
+    """A results JSON value with its figures ({"median", "runs", ...}) as Figure objects again
+    and the histories' day counts as integers."""
+    from bench.measure import Figure
+
+    if isinstance(value, list):
+        return [_figures(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if "runs" in value and "median" in value:
+        return Figure(list(value["runs"]))
+    return {int(k) if isinstance(k, str) and k.isdigit() else k: _figures(v) for k, v in value.items()}
+
+
+def load_results(path: Path) -> dict:
+    """The raw figures a run wrote (write_report's json_path)."""
+    return _figures(json.loads(Path(path).read_text()))
 
 
 def _mb(n: float) -> str:
@@ -33,20 +60,31 @@ def _machine() -> list[str]:
                              ("pyspark", "dagster", "deltalake", "pyarrow", "duckdb"))]
 
 
-def _steps_table(runs: list[dict]) -> list[str]:
-    """Per step: median over the runs of seconds, files, bytes planned, Spark input bytes."""
-    keys = sorted({k for steps in runs for k in steps})
+def _step_seconds(runs: list[dict], key: str) -> float:
+    return statistics.median(steps.get(key, {}).get("seconds", 0) for steps in runs)
+
+
+def _steps_table(runs: list[dict], before: list[dict] | None = None) -> list[str]:
+    """Per step: median over the runs of seconds, files, bytes planned, Spark input bytes; with
+    `before` (the baseline's runs of the same figure), its seconds too ("-": no such step then)."""
+    keys = sorted({k for steps in runs for k in steps} | {k for steps in before or [] for k in steps})
     lines = ["| step | seconds | Delta files | bytes in those files | Spark input bytes |",
              "|---|---:|---:|---:|---:|"]
+    if before is not None:
+        lines = [lines[0].replace("| seconds |", "| seconds before | seconds |"), "|---|---:|---:|---:|---:|---:|"]
     totals = {"files": [], "file_bytes": [], "spark_input_bytes": []}
     for key in keys:
+        ran = any(key in steps for steps in runs)
         values = {m: statistics.median(steps.get(key, {}).get(m, 0) for steps in runs)
                   for m in ("seconds", "files", "file_bytes", "spark_input_bytes")}
-        lines.append(f"| {key} | {values['seconds']:.2f} | {values['files']:.0f} | {_mb(values['file_bytes'])} "
-                     f"| {_mb(values['spark_input_bytes'])} |")
+        earlier = "" if before is None else (
+            f"{_step_seconds(before, key):.2f} | " if any(key in steps for steps in before) else "- | ")
+        lines.append(f"| {key} | {earlier}{values['seconds']:.2f} | {values['files']:.0f} | "
+                     f"{_mb(values['file_bytes'])} | {_mb(values['spark_input_bytes'])} |" if ran else
+                     f"| {key} | {earlier}- | | | |")
     for metric in totals:
         totals[metric] = [sum(s.get(metric, 0) for s in steps.values()) for steps in runs]
-    lines.append(f"| **all** | | {statistics.median(totals['files']):.0f} | "
+    lines.append(f"| **all** | {'| ' if before is not None else ''}| {statistics.median(totals['files']):.0f} | "
                  f"{_mb(statistics.median(totals['file_bytes']))} | "
                  f"{_mb(statistics.median(totals['spark_input_bytes']))} |")
     return lines
@@ -105,31 +143,92 @@ def targets(results: dict, days: int) -> list[tuple[str, str, bool]]:
     return rows
 
 
-def write_report(results: dict, args, out: Path, json_path: Path) -> None:
+def written_now() -> str:
+    return f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC"
+
+
+def _headline(results: dict) -> dict[str, object]:
+    """The figures a run is summed up by (name -> Figure), those it measured."""
+    figures: dict[str, object] = {"warm full rebuild": results.get("full_warm")}
+    for history, incremental in sorted(results.get("incremental", {}).items()):
+        figures[f"warm incremental hour, {history} days of history"] = incremental["seconds"]
+    long = results.get("long_history")
+    if long is not None:
+        figures[f"warm incremental hour, {long['days']} days of sparse history"] = long["incremental"]["seconds"]
+        figures[f"sensor tick (new hour), {long['days']} days of sparse history"] = long["sensor"]["new_hour"]
+    figures["cold CLI hour"] = results.get("cold_hour")
+    figures["cold hour through Spark Connect"] = results.get("cold_hour_connect")
+    figures["sensor tick (new hour)"] = results.get("sensor", {}).get("new_hour")
+    figures["cold full rebuild"] = results.get("full_cold")
+    figures["DuckDB writing the same tables"] = results.get("duckdb", {}).get("same_tables", {}).get("seconds")
+    return {name: figure for name, figure in figures.items() if figure is not None}
+
+
+def before_and_after(results: dict, baseline: dict) -> list[str]:
+    """The headline figures of both runs side by side (a figure only one run has shows "-")."""
+    after, before = _headline(results), _headline(baseline)
+    size = [(run.get("args", {}).get("events"), run.get("args", {}).get("days")) for run in (results, baseline)]
+    lines = ["## Before and after",
+             *(["**The baseline measured another size: its figures are not comparable with these.**"]
+               if size[0] != size[1] else []),
+             f"Before: the run of {baseline.get('written', 'an earlier date')} "
+             f"({baseline.get('args', {}).get('events', '?')} events over {baseline.get('args', {}).get('days', '?')} "
+             f"days{'' if 'commit' not in baseline else ', commit ' + baseline['commit']}); medians.",
+             *[f"Its {line[2:]}" for line in baseline.get("machine", []) if line.startswith("- pipeline settings")],
+             "",
+             "| figure | before | after | after / before |", "|---|---:|---:|---:|"]
+    for name in [*after, *(n for n in before if n not in after)]:
+        old, new = before.get(name), after.get(name)
+        digits = 2 if "tick" in name else 1
+        ratio = f"{new.median / old.median:.2f}x" if old is not None and new is not None and old.median else ""
+        lines.append(f"| {name} | {f'{old.median:.{digits}f} s' if old is not None else '-'} | "
+                     f"{f'{new.median:.{digits}f} s' if new is not None else '-'} | {ratio} |")
+    if "seconds_total" in baseline:
+        lines.append(f"| whole benchmark | {baseline['seconds_total'] / 60:.0f} min | "
+                     f"{results['seconds_total'] / 60:.0f} min | |")
+    return lines + ["", "Each step table below gives the baseline's seconds per step beside this run's.", ""]
+
+
+def write_report(results: dict, out: Path, json_path: Path | None = None, baseline: dict | None = None) -> None:
+    """RESULTS.md from `results` (and its raw figures at `json_path`); with `baseline`, an
+    earlier run's results, each figure and step beside the earlier one."""
     from incremental_assets.settings import Settings
     from resources.spark import spark_config_from_env
 
-    days = args.days
+    args = results["args"]
+    days, repeats = int(args["days"]), int(args["repeats"])
+    results.setdefault("written", written_now())
     events = results["source_rows"]
-    spark_conf = spark_config_from_env()
-    settings = Settings.load()
+    if "machine" not in results:  # kept with the figures: a report rendered again shows the run's own
+        spark_conf, settings = spark_config_from_env(), Settings.load()
+        results["machine"] = [
+            *_machine(),
+            f"- Spark: master {spark_conf.get('spark.master')}, driver memory {spark_conf.get('spark.driver.memory')}, "
+            f"shuffle partitions {spark_conf.get('spark.sql.shuffle.partitions')}, AQE "
+            f"{spark_conf.get('spark.sql.adaptive.enabled')}; table engine {settings.table_engine}",
+            f"- pipeline settings: days_late_allowed {settings.days_late_allowed}, max_session_days "
+            f"{settings.max_session_days}, session_lookback_days {settings.session_lookback_days}, reprocess_days "
+            f"{settings.reprocess_days}, min_rows_to_process {settings.min_rows_to_process}, lookback_window_hours "
+            f"{settings.lookback_window_hours}, run_type {settings.run_type}"]
+
+    def before(*path):
+        """The baseline's value at `path` (None without a baseline or without that figure)."""
+        value = baseline
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        return value
+
     lines = [
         "# Benchmark results",
         "",
         f"Written by `python -m bench` ({' '.join(f'--{k}' if v == 'True' else f'--{k} {v}' for k, v in results['args'].items() if k in ('events', 'days', 'repeats', 'small') and v != 'False')}) "
-        f"on {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; the whole benchmark took "
+        f"on {results['written']}{' at commit ' + results['commit'] if results.get('commit') else ''}; "
+        f"the whole benchmark took "
         f"{results['seconds_total'] / 60:.0f} min{'' if results.get('complete') else ' (so far: not finished)'}. "
-        f"Every figure: median [min .. max] of {args.repeats} runs.",
+        f"Every figure: median [min .. max] of {repeats} runs.",
         "",
         "## Machine, versions, settings",
-        *_machine(),
-        f"- Spark: master {spark_conf.get('spark.master')}, driver memory {spark_conf.get('spark.driver.memory')}, "
-        f"shuffle partitions {spark_conf.get('spark.sql.shuffle.partitions')}, AQE "
-        f"{spark_conf.get('spark.sql.adaptive.enabled')}; table engine {settings.table_engine}",
-        f"- pipeline settings: days_late_allowed {settings.days_late_allowed}, max_session_days "
-        f"{settings.max_session_days}, session_lookback_days {settings.session_lookback_days}, reprocess_days "
-        f"{settings.reprocess_days}, min_rows_to_process {settings.min_rows_to_process}, lookback_window_hours "
-        f"{settings.lookback_window_hours}, run_type {settings.run_type}",
+        *results["machine"],
         f"- source: {events:,} rows loaded over {days} days (sample generator, seed 42), "
         f"then one load hour at a time appended",
         "",
@@ -138,12 +237,13 @@ def write_report(results: dict, args, out: Path, json_path: Path) -> None:
         "|---|---|---|",
         *[f"| {name} | {figure} | {'yes' if met else '**no**'} |" for name, figure, met in targets(results, days)],
         "",
+        *(before_and_after(results, baseline) if baseline else []),
         "## Full rebuild (backfill of every asset into an empty warehouse)",
         f"- warm (Spark session up, in-process runs): {_span(results['full_warm'])}, "
         f"{events / results['full_warm'].median:,.0f} events/s",
     ]
     warm_steps = ["", "Warm rebuild by step (Dagster's step times; the rest is planning and run start-up):", "",
-                  *_steps_table(results["full_warm_steps"])]
+                  *_steps_table(results["full_warm_steps"], before("full_warm_steps"))]
     if "full_cold" in results:
         lines.append(f"- cold (a new `incremental-assets backfill` process): {_span(results['full_cold'])}, "
                      f"{events / results['full_cold'].median:,.0f} events/s")
@@ -157,7 +257,7 @@ def write_report(results: dict, args, out: Path, json_path: Path) -> None:
         lines += [f"### {history} days of history",
                   f"- run: {_span(incremental['seconds'])}; new rows per hour: "
                   f"{', '.join(f'{r:,}' for r in incremental['rows'])}", "",
-                  *_steps_table(incremental["steps"]), ""]
+                  *_steps_table(incremental["steps"], before("incremental", history, "steps")), ""]
     if "cold_hour" in results:
         lines += [f"- cold: a new `incremental-assets run --until` process for one more new hour at {days} days "
                   f"(what a daemon-launched run pays, Spark start included): {_span(results['cold_hour'])}", ""]
@@ -173,7 +273,7 @@ def write_report(results: dict, args, out: Path, json_path: Path) -> None:
                   f"after the hours below); then load hours of the same volume as above arrive.", "",
                   f"- run: {_span(long['incremental']['seconds'])}; new rows per hour: "
                   f"{', '.join(f'{r:,}' for r in long['incremental']['rows'])}", "",
-                  *_steps_table(long["incremental"]["steps"]), "",
+                  *_steps_table(long["incremental"]["steps"], before("long_history", "incremental", "steps")), "",
                   f"- sensor tick: a new closed hour {_span(long['sensor']['new_hour'], digits=2)}; nothing new "
                   f"{_span(long['sensor']['idle'], digits=2)}", ""]
     maintenance = results.get("maintenance")
@@ -194,8 +294,9 @@ def write_report(results: dict, args, out: Path, json_path: Path) -> None:
     lines += _duckdb_section(results)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines) + "\n")
-    json_path.write_text(json.dumps(results, default=lambda o: o.as_dict() if hasattr(o, "as_dict") else str(o),
-                                    indent=1))
+    if json_path is not None:
+        json_path.write_text(json.dumps(results, default=lambda o: o.as_dict() if hasattr(o, "as_dict") else str(o),
+                                        indent=1))
 
 
 def _duckdb_section(results: dict) -> list[str]:
@@ -232,3 +333,19 @@ def _duckdb_section(results: dict) -> list[str]:
                     "hash (not compared), and of two copies of an event loaded at the same instant with the same "
                     "collector_tstamp but different contents, DuckDB may keep the other one (such a case would "
                     "show above as a difference in base_events).", ""]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="Render a benchmark report from a run's raw figures.")
+    parser.add_argument("results", type=Path, help="a run's raw figures (bench/RESULTS.json)")
+    parser.add_argument("--baseline", type=Path, help="an earlier run's raw figures, shown beside these")
+    parser.add_argument("--out", type=Path, help="where to write the report (default: RESULTS.md beside results)")
+    args = parser.parse_args(argv)
+    results = load_results(args.results)
+    write_report(results, args.out or args.results.with_suffix(".md"),
+                 baseline=load_results(args.baseline) if args.baseline else None)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,55 @@
+"""The benchmark's report: a run's raw figures are read back as they were written, and an
+earlier run's figures (the baseline) are shown beside each figure and step."""
+
+from bench.measure import Figure
+from bench.report import before_and_after, load_results, write_report
+
+MACHINE = ["- cores: 2 (test)", "- pipeline settings: lookback_window_hours 0.0"]
+
+
+def _run(rebuild: float, hour: float, steps: dict[str, float], events: str = "300000") -> dict:
+    step_figures = {name: {"seconds": seconds, "files": 1, "file_bytes": 1e6, "spark_input_bytes": 2e6}
+                    for name, seconds in steps.items()}
+    return {"args": {"events": events, "days": "10", "repeats": "3", "small": "True"}, "machine": MACHINE,
+            "written": "2026-11-24 12:00 UTC", "commit": "abc1234", "source_rows": 300_000,
+            "seconds_total": 600.0, "full_warm": Figure([rebuild * 0.9, rebuild, rebuild * 1.2]),
+            "full_warm_steps": [step_figures] * 3,
+            "incremental": {10: {"seconds": Figure([hour, hour, hour]), "rows": [1000, 1000, 1000],
+                                 "steps": [step_figures] * 3}}}
+
+
+def test_raw_figures_read_back_are_the_figures_written(tmp_path):
+    results = _run(100.0, 20.0, {"hourly_assets": 9.0})
+    write_report(results, tmp_path / "RESULTS.md", tmp_path / "RESULTS.json")
+
+    again = load_results(tmp_path / "RESULTS.json")
+
+    assert again["full_warm"].values == results["full_warm"].values
+    assert again["incremental"][10]["seconds"].median == 20.0  # history keys are day counts again
+    assert again["incremental"][10]["steps"][0]["hourly_assets"]["seconds"] == 9.0
+    assert again["machine"] == MACHINE and again["commit"] == "abc1234"
+
+
+def test_each_figure_and_step_is_shown_beside_the_baselines(tmp_path):
+    before = _run(100.0, 20.0, {"base_events": 6.0, "attributes": 2.0})
+    after = _run(80.0, 15.0, {"hourly_assets": 9.0, "attributes": 1.5})
+    out = tmp_path / "RESULTS.md"
+    write_report(after, out, baseline=before)
+    text = out.read_text()
+
+    assert "| warm full rebuild | 100.0 s | 80.0 s | 0.80x |" in text
+    assert "| warm incremental hour, 10 days of history | 20.0 s | 15.0 s | 0.75x |" in text
+    assert "| step | seconds before | seconds | Delta files | bytes in those files | Spark input bytes |" in text
+    assert "| attributes | 2.00 | 1.50 | 1 | 1.0 MB | 2.0 MB |" in text
+    assert "| hourly_assets | - | 9.00 | 1 | 1.0 MB | 2.0 MB |" in text  # a new step
+    assert "| base_events | 6.00 | - | | | |" in text  # a step that no longer runs
+    assert "not comparable" not in text
+
+
+def test_a_baseline_of_another_size_is_flagged_and_a_figure_only_one_run_has_shows_a_dash():
+    before = _run(100.0, 20.0, {}, events="10000000")
+    before["cold_hour"] = Figure([50.0, 60.0, 70.0])
+    lines = before_and_after(_run(80.0, 15.0, {}), before)
+
+    assert any("another size" in line for line in lines)
+    assert "| cold CLI hour | 60.0 s | - |  |" in lines
