@@ -108,7 +108,9 @@ def kept_copies(valid: DataFrame, earlier: DataFrame, *, lookback: timedelta) ->
     narrow = valid.select(*COPY_COLUMNS)
     candidates = narrow.dropDuplicates(list(_COPY_KEY))
     others = candidates.unionByName(earlier.select(*COPY_COLUMNS))
-    ids = F.broadcast(candidates.select("event_id").distinct())
+    # No broadcast hint on the window's side: in a full rebuild the window is every event.
+    # Adaptive execution broadcasts it by its measured size when it is small (an hour).
+    ids = candidates.select("event_id").distinct()
     c, d = candidates.alias("c"), ids.join(others, "event_id").alias("d")
     dominated = c.join(d, (F.col("c.event_id") == F.col("d.event_id")) & (_rank("d") < _rank("c"))
                        & _within("c", "d", lookback), "left_semi").select(*_COPY_KEY).alias("x")
@@ -132,7 +134,7 @@ def _same_copy(left: str, right: str) -> Column:
 def dominated_later(kept: DataFrame, later: DataFrame, *, lookback: timedelta) -> DataFrame:
     """The recorded copies after the window (`later`) that one of its kept copies dominates:
     same event_id, loaded less than `lookback` after it (event_id, load_tstamp, domain_sessionid)."""
-    k = F.broadcast(kept.select("event_id", "load_tstamp")).alias("k")
+    k = kept.select("event_id", "load_tstamp").alias("k")  # no hint: the window may be every event
     s = later.alias("s")
     return (s.join(k, (F.col("s.event_id") == F.col("k.event_id")) & _within("s", "k", lookback), "left_semi")
             .select("event_id", "load_tstamp", "domain_sessionid"))

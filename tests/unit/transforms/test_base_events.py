@@ -144,3 +144,31 @@ def test_stored_copies_after_the_window_that_a_window_copy_dominates_are_found(e
         [(r.event_id, r.load_tstamp) for r in kept], "event_id string, load_tstamp timestamp")
     dominated = dominated_later(kept_df, recorded_later, lookback=LOOKBACK).collect()
     assert [(r.event_id, r.domain_sessionid) for r in dominated] == [("d", "s2")]
+
+
+def test_no_dedupe_join_forces_a_broadcast_of_the_window(spark, events_df):
+    """In a full rebuild the window is the whole history: a forced broadcast of its event ids
+    failed a 10M-event rebuild ("Not enough memory to build and broadcast the table"). The join
+    strategy is Spark's, by size (adaptive execution still broadcasts the small side of an hour),
+    so `spark.sql.autoBroadcastJoinThreshold=-1` turns every broadcast off, as Spark's error
+    advises."""
+    rows = [event("d", load=ts(0.5)), event("d", load=ts(0.7), page_url="second"), event("e", load=ts(0.6))]
+    window = validate(events_df(rows), days_late_allowed=3, allow_null_dvce_tstamps=True)
+    earlier = copies(window.valid.where("false"))
+    kept = kept_copies(window.valid, earlier, lookback=LOOKBACK)
+    later = dominated_later(kept.select("event_id", "load_tstamp"), copies(window.valid), lookback=LOOKBACK)
+    previous = {key: spark.conf.get(key, None) for key in ("spark.sql.autoBroadcastJoinThreshold",
+                                                           "spark.sql.adaptive.autoBroadcastJoinThreshold")}
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+    spark.conf.set("spark.sql.adaptive.autoBroadcastJoinThreshold", "-1")
+    try:
+        for df in (kept, later):
+            plan = df._jdf.queryExecution().executedPlan().toString()
+            assert "Broadcast" not in plan, plan
+        assert sorted(r.event_id for r in kept.collect()) == ["d", "e"]
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
