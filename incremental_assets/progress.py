@@ -136,7 +136,8 @@ def plan_load_hours(settings: Settings, *, now: datetime, manifest: ManifestStor
     hours = hours_to_run(source, processed, excluded=set(blocked) | states.skipped,
                          start=first_load_hour(settings), now=now, grace=settings.grace,
                          abstinent=settings.abstinent, backfill_limit_days=settings.backfill_limit_days,
-                         lookback_window_hours=settings.lookback_window_hours)
+                         lookback_window_hours=settings.lookback_window_hours,
+                         max_hours_per_run=settings.max_hours_per_run)
     due_blocked = {h: why for h, why in blocked.items() if _differs(h, source, processed)}
     return LoadHoursPlan(hours=hours, state=RunState.STANDARD if processed else RunState.FIRST_RUN,
                          source_version=snapshot.version if snapshot else None, blocked=due_blocked,

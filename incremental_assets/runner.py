@@ -42,6 +42,7 @@ from incremental_assets.names import (
 )
 from incremental_assets.partitions import contiguous_ranges, day_key, floor_hour, hour_keys
 from incremental_assets.planning.late_days import LateDaysPlan
+from incremental_assets.planning.reconcile import split_ranges
 from incremental_assets.planning.run_limits import RunLimits
 from incremental_assets.progress import first_load_hour, plan_next_run
 from incremental_assets.settings import Settings
@@ -210,8 +211,9 @@ def late_days_and_attributes(settings: Settings, *, instance, report: RunReport,
 
 
 def backfill(start: date, end: date, *, instance, echo: Echo = print, now: datetime | None = None) -> RunReport:
-    """Rebuild loads of days [start, end] in every asset (whatever the ledger says), then the
-    event days they touch and [start, end], then attributes."""
+    """Rebuild loads of days [start, end] in every asset (whatever the ledger says; one hourly
+    run per max_hours_per_run hours, oldest first), then the event days they touch and
+    [start, end], then attributes."""
     settings = Settings.load()
     now = now or datetime.now(timezone.utc)
     first_hour = max(datetime.combine(start, datetime.min.time(), tzinfo=timezone.utc), first_load_hour(settings))
@@ -226,9 +228,11 @@ def backfill(start: date, end: date, *, instance, echo: Echo = print, now: datet
               f"and {end_hour:%Y-%m-%d %H:%M:%S}")
     tags = {RUN_STATE_TAG: "BACKFILL", RUN_LIMITS_TAG: limits, AS_OF_TAG: now.date().isoformat()}
     echo(limits)
-    if not _record(report, execute_job(HOURLY_JOB, instance=instance, tags=tags, echo=echo,
-                                       partitions=hour_keys(first_hour, end_hour))):
-        return report
+    # Oldest first, at most max_hours_per_run hours a run: a run's memory follows its hours.
+    for chunk_start, chunk_end in split_ranges([(first_hour, end_hour)], settings.max_hours_per_run):
+        if not _record(report, execute_job(HOURLY_JOB, instance=instance, tags=tags, echo=echo,
+                                           partitions=hour_keys(chunk_start, chunk_end))):
+            return report
     touched = days_loaded_between(settings, first_hour, end_hour)
     requested = {start + timedelta(days=i) for i in range((end - start).days + 1)}
     # Daily partitions exist from start_date through today: nothing outside them is rebuilt.

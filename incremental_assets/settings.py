@@ -38,6 +38,11 @@ class Settings:
     # Snowplow's variable names, without the `snowplow__` prefix.
     start_date: datetime = datetime(2026, 1, 1, tzinfo=timezone.utc)
     backfill_limit_days: int = 30
+    # Not Snowplow's: the most load hours one hourly run processes. Longer ranges (a full
+    # rebuild, a catch-up after an outage) run as several runs, oldest first, so a run's
+    # memory follows this many hours of data, not the whole range (one 30-day run of 10M
+    # events exhausted a 6 GB driver; 7 days of them ran).
+    max_hours_per_run: int = 168
     lookback_window_hours: float = 0.0  # reconciliation re-runs exactly the hours that changed
     max_session_days: int = 3
     days_late_allowed: int = 3
@@ -158,6 +163,7 @@ class Settings:
 
     def validate(self) -> None:
         _at_least("backfill_limit_days", self.backfill_limit_days, 1)
+        _at_least("max_hours_per_run", self.max_hours_per_run, 1)
         _at_least("lookback_window_hours", self.lookback_window_hours, 0)
         _at_least("max_session_days", self.max_session_days, 1)
         _at_least("days_late_allowed", self.days_late_allowed, 0)

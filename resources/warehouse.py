@@ -25,6 +25,7 @@ class WarehouseResource(ConfigurableResource):
     pyspark: ResourceDependency[SparkResource]
     start_date: Optional[str] = None
     backfill_limit_days: Optional[int] = None
+    max_hours_per_run: Optional[int] = None
     lookback_window_hours: Optional[float] = None
     max_session_days: Optional[int] = None
     days_late_allowed: Optional[int] = None

@@ -76,6 +76,16 @@ def _ranges(hours: list[datetime], bridgeable: Collection[datetime] = ()) -> lis
     return ranges
 
 
+def split_ranges(ranges: list[tuple[datetime, datetime]], max_hours: int) -> list[tuple[datetime, datetime]]:
+    """`ranges` cut into consecutive ranges of at most `max_hours` hours each, in order."""
+    step = HOUR * whole_number("max_hours_per_run", max_hours, 1)
+    return [(at, min(at + step, end)) for start, end in ranges for at in _steps(start, end, step)]
+
+
+def _steps(start: datetime, end: datetime, step: timedelta) -> list[datetime]:
+    return [start + i * step for i in range(-(-(end - start) // step))]
+
+
 def closed_hours(start: datetime, now: datetime) -> list[datetime]:
     """Every closed load hour from `start`'s hour to `now` (seed 002's cursor, one hour a window)."""
     first = utc("start", start).replace(minute=0, second=0, microsecond=0)
@@ -86,12 +96,13 @@ def closed_hours(start: datetime, now: datetime) -> list[datetime]:
 def hours_to_run(source: Mapping[datetime, str], processed: Mapping[datetime, ProcessedHour], *,
                  excluded: Collection[datetime], start: datetime, now: datetime, grace: timedelta,
                  abstinent: timedelta, backfill_limit_days: int,
-                 lookback_window_hours: float = 0) -> HoursPlan:
+                 lookback_window_hours: float = 0, max_hours_per_run: int | None = None) -> HoursPlan:
     """The load hours to run now.
 
     `source` maps each closed load hour with source data to its fingerprint; `processed`
     maps each hour processed so far to what it was processed from. At most
     `backfill_limit_days` of hours run (from the oldest due one); the rest is `deferred`.
+    A range longer than `max_hours_per_run` hours is cut into several (None: no limit).
     """
     non_negative_timedelta("grace", grace)
     non_negative_timedelta("abstinent", abstinent)
@@ -132,5 +143,8 @@ def hours_to_run(source: Mapping[datetime, str], processed: Mapping[datetime, Pr
     due = sorted(due + relook)
     deferred = [h for h in due if h >= due[0] + limit] if due else []
     run = [h for h in due if h not in deferred]
-    return HoursPlan(ranges=_ranges(run, empty), new=new, changed=changed, removed=removed, lookback=relook,
+    ranges = _ranges(run, empty)
+    if max_hours_per_run is not None:
+        ranges = split_ranges(ranges, max_hours_per_run)
+    return HoursPlan(ranges=ranges, new=new, changed=changed, removed=removed, lookback=relook,
                      waiting=waiting, deferred=deferred, last_success=last_success)

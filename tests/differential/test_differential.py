@@ -240,6 +240,16 @@ def test_hour_by_hour_with_operations_equals_a_rebuild_and_the_documented_rules(
     expected_all = reference.expected_tables(source.rows, reference_settings(NARROWED), AS_OF)
     assert_same_tables(pipeline_tables(rebuilt), expected_all, "one full rebuild vs the documented rules")
 
+    # The same rebuild cut into runs of 100 load hours (max_hours_per_run): sessions, copies
+    # and late rows that straddle a cut come out the same.
+    in_runs = tmp_path / "rebuilt_in_runs"
+    use(monkeypatch, source.path, in_runs, **narrowed, INCREMENTAL_MAX_HOURS_PER_RUN="100")
+    report = runner.backfill(START_DATE.date(), at(41).date(), instance=instance, echo=quiet, now=at(41, 1))
+    first_hour, end_hour = report.hours
+    runs = -(-(end_hour - first_hour) // dt.timedelta(hours=100))
+    assert runs > 5 and report.success and sum(run.job == "hourly_job" for run in report.runs) == runs, report.runs
+    assert_same_tables(pipeline_tables(in_runs), expected_all, "a rebuild in runs of 100 hours vs the documented rules")
+
 
 @hypothesis_settings(max_examples=2, deadline=None, derandomize=True,
                      suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from incremental_assets.planning.reconcile import HoursPlan, ProcessedHour, closed_hours, hours_to_run
+from incremental_assets.planning.reconcile import HoursPlan, ProcessedHour, closed_hours, hours_to_run, split_ranges
 
 T = datetime(2026, 1, 5, tzinfo=timezone.utc)
 H = timedelta(hours=1)
@@ -22,11 +22,28 @@ def done(fingerprint: str, hour_processed: float = -1) -> ProcessedHour:
 
 
 def plan(source, processed=None, *, now=10, excluded=(), grace=ZERO, abstinent=ZERO, limit=30,
-         lookback=0) -> HoursPlan:
+         lookback=0, max_hours=None) -> HoursPlan:
     return hours_to_run({at(h): f for h, f in source.items()},
                         {at(h): p for h, p in (processed or {}).items()},
                         excluded={at(h) for h in excluded}, start=T, now=at(now),
-                        grace=grace, abstinent=abstinent, backfill_limit_days=limit, lookback_window_hours=lookback)
+                        grace=grace, abstinent=abstinent, backfill_limit_days=limit, lookback_window_hours=lookback,
+                        max_hours_per_run=max_hours)
+
+
+def test_a_range_longer_than_max_hours_per_run_runs_as_several_oldest_first():
+    source = {h: f"f{h}" for h in (0, 1, 2, 3, 4, 6, 7)}  # 05:00 has no data: bridged
+    assert plan(source, now=9).ranges == [(at(0), at(8))]
+    assert plan(source, now=9, max_hours=3).ranges == [(at(0), at(3)), (at(3), at(6)), (at(6), at(8))]
+    assert plan(source, now=9, max_hours=3).hours == plan(source, now=9).hours  # the same hours, cut
+    assert plan(source, now=9, max_hours=8).ranges == [(at(0), at(8))]
+
+
+def test_split_ranges_cuts_each_range_and_refuses_a_limit_below_one_hour():
+    assert split_ranges([(at(0), at(5)), (at(7), at(8))], 2) == [
+        (at(0), at(2)), (at(2), at(4)), (at(4), at(5)), (at(7), at(8))]
+    assert split_ranges([], 2) == []
+    with pytest.raises(ValueError, match="max_hours_per_run"):
+        split_ranges([(at(0), at(5))], 0)
 
 
 def test_every_closed_hour_with_data_runs_once_then_never_again():
