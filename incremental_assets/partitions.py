@@ -41,10 +41,11 @@ hourly_partitions = HourlyPartitionsDefinition(start_date=_START.strftime(HOUR_K
 # Today's event day is included (end_offset=1): its events are aggregated as they arrive.
 daily_partitions = DailyPartitionsDefinition(start_date=_START.strftime(DAY_KEY_FORMAT), end_offset=1)
 
-# Every partitioned asset handles a range in one run (one Spark job per backfill); the load
-# hours at most max_hours_per_run of them a run (a UI backfill of a year runs week by week).
+# Every partitioned asset handles a range in one run (one Spark job per backfill): `dagster
+# asset materialize --partition-range` accepts nothing else. The runs this project launches
+# itself (the sensor, `incremental-assets run` and `backfill`) cut load hours into runs of at
+# most max_hours_per_run hours instead.
 single_run = BackfillPolicy.single_run()
-hourly_backfill = BackfillPolicy.multi_run(max_partitions_per_run=LOAD_SETTINGS.max_hours_per_run)
 
 
 def filtered_hours_of_day(reprocess_days: int) -> TimeWindowPartitionMapping:

@@ -29,7 +29,7 @@ from incremental_assets.names import (
     SESSIONS_TO_REFILTER,
     SOURCE_EVENTS,
 )
-from incremental_assets.partitions import hour_key, hourly_backfill, hourly_partitions
+from incremental_assets.partitions import hour_key, hourly_partitions, single_run
 from resources.manifest_io_manager import TableOutput, TableWrite, claimed
 from resources.warehouse import WarehouseResource
 
@@ -66,7 +66,7 @@ def _out(description: str, **metadata) -> AssetOut:
         FILTERED_EVENTS: {AssetKey(BASE_EVENTS), AssetKey(LIFECYCLE), AssetKey(QUARANTINED)},
     },
     partitions_def=hourly_partitions,
-    backfill_policy=hourly_backfill,
+    backfill_policy=single_run,
     can_subset=False,
     pool=HOURLY_POOL,
 )
