@@ -79,11 +79,12 @@ def _ranges(hours: list[datetime], bridgeable: Collection[datetime] = ()) -> lis
 def split_ranges(ranges: list[tuple[datetime, datetime]], max_hours: int) -> list[tuple[datetime, datetime]]:
     """`ranges` cut into consecutive ranges of at most `max_hours` hours each, in order."""
     step = HOUR * whole_number("max_hours_per_run", max_hours, 1)
-    return [(at, min(at + step, end)) for start, end in ranges for at in _steps(start, end, step)]
-
-
-def _steps(start: datetime, end: datetime, step: timedelta) -> list[datetime]:
-    return [start + i * step for i in range(-(-(end - start) // step))]
+    cut = []
+    for start, end in ranges:
+        while start < end:
+            cut.append((start, min(start + step, end)))
+            start += step
+    return cut
 
 
 def closed_hours(start: datetime, now: datetime) -> list[datetime]:
