@@ -270,7 +270,10 @@ def write_report(results: dict, out: Path, json_path: Path | None = None, baseli
         lines += [f"### {long['days']} days of sparse history",
                   f"{long['source_rows']:,} rows loaded over {long['days']} days, backfilled in "
                   f"{long['backfill_seconds']:.0f} s ({long['manifest_records']:,} processing-manifest records "
-                  f"after the hours below); then load hours of the same volume as above arrive.", "",
+                  f"after the hours below)" + (
+                      f"; its tables compacted as the daily maintenance keeps them ({long['compaction']['files']:,} "
+                      f"files rewritten in {long['compaction']['seconds']:.0f} s)" if "compaction" in long else "")
+                  + "; then load hours of the same volume as above arrive.", "",
                   f"- run: {_span(long['incremental']['seconds'])}; new rows per hour: "
                   f"{', '.join(f'{r:,}' for r in long['incremental']['rows'])}", "",
                   *_steps_table(long["incremental"]["steps"], before("long_history", "incremental", "steps")), "",

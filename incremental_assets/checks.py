@@ -212,7 +212,7 @@ def daily_rows_accounted_for(warehouse: WarehouseResource) -> AssetCheckResult:
 def stale_locks(warehouse: WarehouseResource, asset: str, now: datetime, states=None) -> dict:
     """The asset's manifest items held by PROCESSING locks, and those older than max_lock_age_hours."""
     limit = timedelta(hours=warehouse.settings.max_lock_age_hours)
-    states = warehouse.manifest.states() if states is None else states
+    states = warehouse.manifest.unsettled_states() if states is None else states
     ages = {item: lock_age(state.open_lock, now) for item, state in states.items()
             if split_item_id(item)[0] == asset and state.status is ItemStatus.LOCKED}
     stale = sorted(item for item, age in ages.items() if age > limit)
@@ -231,7 +231,7 @@ def stale_locks(warehouse: WarehouseResource, asset: str, now: datetime, states=
 )
 def no_stale_locks(context: AssetCheckExecutionContext, warehouse: WarehouseResource):
     """One manifest read for the run's assets (each job selects its own assets' checks)."""
-    now, states = datetime.now(timezone.utc), warehouse.manifest.states()
+    now, states = datetime.now(timezone.utc), warehouse.manifest.unsettled_states()
     for key in sorted(context.selected_asset_check_keys, key=lambda k: k.asset_key.path[-1]):
         asset = key.asset_key.path[-1]
         found = stale_locks(warehouse, asset, now, states)

@@ -35,7 +35,7 @@ def describe_limits(settings: Settings, now: datetime) -> str:
                      + (f"; every load hour before {last:%Y-%m-%d %H:%M} is done" if last else ""))
     else:
         lines.append("  processed: nothing yet")
-    problems = [s for s in manifest.states().values() if s.status in PROBLEM_STATUSES]
+    problems = [s for s in manifest.unsettled_states().values() if s.status in PROBLEM_STATUSES]
     if problems:
         lines.append(f"  {len(problems)} item(s) need attention:")
         lines += [f"    {_item_line(s)}" for s in sorted(problems, key=lambda s: s.item_id)]
@@ -54,7 +54,8 @@ def _item_line(state: ItemState) -> str:
 
 
 def list_items(settings: Settings, *, only_problems: bool = True, asset: str | None = None) -> str:
-    states = ManifestStore.of(settings).states()
+    manifest = ManifestStore.of(settings)
+    states = manifest.unsettled_states() if only_problems else manifest.states()
     rows = [s for s in states.values()
             if (not only_problems or s.status in PROBLEM_STATUSES)
             and (asset is None or s.item_id.startswith(asset + "/"))]

@@ -21,7 +21,7 @@ from incremental_assets.planning.run_limits import RunLimits, RunState
 from incremental_assets.settings import Settings
 from incremental_assets.sources.load_hours import SourceSnapshot, source_snapshot
 from resources.manifest import ManifestStore, abandoned_lock_check, split_item_id
-from resources.tables import read_delta_arrow
+from resources.tables import read_delta_arrow, utc_datetimes
 
 
 @dataclass
@@ -36,7 +36,7 @@ class HourStates:
 
 def hour_states(manifest: ManifestStore) -> HourStates:
     states = HourStates()
-    hourly = [(split_item_id(item), state) for item, state in manifest.states().items()]
+    hourly = [(split_item_id(item), state) for item, state in manifest.unsettled_states().items()]
     # In the assets' order, so that an hour's first item (base_events') names it.
     hourly = sorted(((asset, key), state) for (asset, key), state in hourly if asset in HOURLY_ASSETS)
     hourly.sort(key=lambda entry: HOURLY_ASSETS.index(entry[0][0]))
@@ -53,12 +53,16 @@ def hour_states(manifest: ManifestStore) -> HourStates:
 
 def processed_hours(settings: Settings) -> dict[datetime, ProcessedHour]:
     """What each load hour was last processed from: its source fingerprint under its rules."""
-    table = read_delta_arrow(settings.table_path(PROCESSED_HOURS))
+    table = read_delta_arrow(settings.table_path(PROCESSED_HOURS),
+                             columns=["load_hour_tstamp", "source_fingerprint", "rules_digest", "processed_at"])
     if table is None:
         return {}
-    return {row["load_hour_tstamp"]: ProcessedHour(_fingerprint(row["source_fingerprint"], row["rules_digest"]),
-                                                   row["processed_at"])
-            for row in table.to_pylist()}
+    # Column by column, timestamps through numpy: a year is 8,760 rows, read at every sensor tick.
+    return {hour: ProcessedHour(_fingerprint(source, rule), at)
+            for hour, source, rule, at in zip(utc_datetimes(table["load_hour_tstamp"]),
+                                              table["source_fingerprint"].to_pylist(),
+                                              table["rules_digest"].to_pylist(),
+                                              utc_datetimes(table["processed_at"]))}
 
 
 def _fingerprint(source: str, rules: str) -> str:

@@ -67,13 +67,15 @@ class Duration:
         if isinstance(times, bool) or not isinstance(times, int):
             raise ValueError(f"times={times!r} is not accepted; it must be a whole number")
         total_months = int(self.years * 12 + self.months) * times
-        years_on, month_index = divmod(dt.month - 1 + total_months, 12)
-        year, month = dt.year + years_on, month_index + 1
-        if not 1 <= year <= 9999:
-            raise ValueError(f"{dt.isoformat()} plus {times} x {self} is out of the datetime range")
-        day = min(dt.day, calendar.monthrange(year, month)[1])
+        shifted = dt
+        if total_months:  # (skipped for fixed lengths: the hourly cursor steps through every hour)
+            years_on, month_index = divmod(dt.month - 1 + total_months, 12)
+            year, month = dt.year + years_on, month_index + 1
+            if not 1 <= year <= 9999:
+                raise ValueError(f"{dt.isoformat()} plus {times} x {self} is out of the datetime range")
+            shifted = dt.replace(year=year, month=month, day=min(dt.day, calendar.monthrange(year, month)[1]))
         try:
-            return dt.replace(year=year, month=month, day=day) + self._fixed_part() * times
+            return shifted + self._fixed_part() * times
         except OverflowError:
             raise ValueError(
                 f"{dt.isoformat()} plus {times} x {self} is out of the datetime range") from None

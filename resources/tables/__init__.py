@@ -28,7 +28,7 @@ loadable Delta extension, else delta-rs).
 from __future__ import annotations
 
 from incremental_assets.names import TABLE_ENGINES
-from resources.tables.delta_log import read_delta_arrow
+from resources.tables.delta_log import read_delta_arrow, utc_datetimes
 from resources.tables.delta_rs import DeltaRsTableStore
 from resources.tables.delta_spark import DeltaSparkTableStore, delta_spark_unavailable_reason
 from resources.tables.interface import TableStore, WriteResult, check_identifier
@@ -39,7 +39,7 @@ from resources.tables.staging import sweep_stale_staging
 __all__ = [
     "DeltaRsTableStore", "DeltaSparkTableStore", "RowRange", "Scan", "TableStore", "WriteResult", "check_identifier",
     "delta_spark_unavailable_reason", "read_delta_arrow", "recording_scans", "sweep_stale_staging",
-    "table_store",
+    "table_store", "utc_datetimes",
 ]
 
 
