@@ -68,13 +68,18 @@ def _flagged_rows(warehouse: WarehouseResource, table: str, window: tuple[dateti
     """Rows of the window (every row without one) with `close`: another copy of the event_id
     loaded within dedupe_lookback_days (docs/rules.md 3); rows of the look-back on either side
     of the window are compared, not counted."""
-    lookback = warehouse.settings.dedupe_lookback
+    lookback, tables, columns = warehouse.settings.dedupe_lookback, warehouse.tables, ["event_id", "load_tstamp"]
     if window is None:
-        rows = warehouse.tables.read(table, columns=["event_id", "load_tstamp"])
+        rows = tables.read(table, columns=columns)
     else:
+        # Only the look-back rows whose event_id the window holds can be a window row's other
+        # copy: a semi-join on the window's ids keeps them (a broadcast when the window is an
+        # hour), so the window function sorts those rows, not every row of the look-back.
         start, end = window
-        rows = warehouse.tables.read_range(table, "load_tstamp", start - lookback, end + lookback,
-                                           columns=["event_id", "load_tstamp"])
+        in_window = tables.read_range(table, "load_tstamp", start, end, columns=columns)
+        rows = (tables.read_range(table, "load_tstamp", start - lookback, end + lookback, columns=columns)
+                .join(in_window.select("event_id"), "event_id", "left_semi")
+                .unionByName(in_window.where(F.col("event_id").isNull())))
     previous = F.lag("load_tstamp").over(Window.partitionBy("event_id").orderBy("load_tstamp"))
     following = F.lead("load_tstamp").over(Window.partitionBy("event_id").orderBy("load_tstamp"))
     limit = F.make_dt_interval(secs=F.lit(int(lookback.total_seconds())))
