@@ -117,13 +117,7 @@ class ManifestStore:
         table = load_table(self.path)
         if table is None:
             return -1, _SCHEMA.empty_table()
-        data = scan_arrow(table)
-        if items:
-            # Filtered here, not as a delta-rs predicate: an IN list of some 30,000 items (a
-            # 300-day backfill's close) overflows the native stack of delta-rs's SQL parsing
-            # and kills the process with a segfault. Statistics prune nothing on item ids anyway.
-            data = data.filter(pc.is_in(data["item_id"], value_set=pa.array(sorted(set(items)), pa.string())))
-        return table.version(), data
+        return table.version(), _only_items(scan_arrow(table), items)
 
     def _snapshot(self, items: Iterable[str] | None = None) -> tuple[int, list[Record]]:
         """The table version and its records (only those of `items`, when given), in log order."""
@@ -333,9 +327,7 @@ class ManifestSnapshot(ManifestStore):
         if self._read_once is None:
             self._read_once = super()._read()
         version, data = self._read_once
-        if items is not None:
-            data = data.filter(pc.is_in(data["item_id"], value_set=pa.array(sorted(set(items)), pa.string())))
-        return version, data
+        return version, _only_items(data, items)
 
     def version(self) -> int:
         return self._read()[0]
@@ -348,6 +340,17 @@ class ManifestSnapshot(ManifestStore):
 def _states(records: Sequence[Record]) -> dict[str, ItemState]:
     return {item: ItemState(item, item_status(recs), tuple(recs))
             for item, recs in group_by_item(records).items()}
+
+
+def _only_items(data: pa.Table, items: Iterable[str] | None) -> pa.Table:
+    """The rows of `items` (all rows when None).
+
+    Filtered in Arrow, never as a delta-rs predicate: an IN list of some 30,000 items (a 300-day
+    backfill's close) overflows the native stack of delta-rs's SQL parsing and kills the process
+    with a segfault. Statistics prune nothing on item ids anyway."""
+    if items is None:
+        return data
+    return data.filter(pc.is_in(data["item_id"], value_set=pa.array(sorted(set(items)), pa.string())))
 
 
 def _records(data: pa.Table) -> list[Record]:
