@@ -22,13 +22,22 @@ LIFECYCLE_COLUMNS = (
 )
 
 
+# The event columns session_lifecycle reads: a step that keeps a session's events for it keeps
+# only these (base_events rows are about 130 columns wide).
+SESSION_EVENT_COLUMNS = (
+    "domain_sessionid", "event_id", "derived_tstamp", "load_tstamp", "domain_userid", "user_id", "app_id",
+    "domain_sessionidx",
+)
+
+
 def session_limit(start_col, max_session_days: int):
     """The latest event time still kept for a session that started at `start_col`."""
     return start_col + F.make_interval(days=F.lit(max_session_days))
 
 
 def session_lifecycle(session_events: DataFrame, *, max_session_days: int) -> DataFrame:
-    """One row per domain_sessionid of `session_events` (all base events of those sessions).
+    """One row per domain_sessionid of `session_events` (all base events of those sessions;
+    SESSION_EVENT_COLUMNS are enough).
 
     start_tstamp/end_tstamp are the first and last event time of the kept events, event_count
     their number; first_load_tstamp is the first load of any of the session's events (it

@@ -4,6 +4,7 @@ from pyspark.sql import functions as F
 
 from incremental_assets.transforms.filtered_events import filtered_events
 from incremental_assets.transforms.sessions import (
+    SESSION_EVENT_COLUMNS,
     quarantined_sessions,
     session_lifecycle,
     sessions_needing_update,
@@ -24,6 +25,18 @@ def test_lifecycle_start_end_and_counts(events_df):
     assert (row.start_tstamp, row.end_tstamp, row.event_count) == (naive(ts(-1)), naive(ts(2)), 3)
     assert (row.first_load_tstamp, row.last_load_tstamp) == (naive(ts(1)), naive(ts(5)))
     assert row.user_id == "known" and not row.is_quarantined and row.quarantined_at is None
+
+
+def test_lifecycle_needs_only_the_session_event_columns(events_df):
+    """The hourly step keeps only SESSION_EVENT_COLUMNS of a session's earlier events."""
+    rows = [event("a", derived=ts(0), load=ts(1), user_id="u"), event("b", derived=ts(2), load=ts(2.1)),
+            event("c", derived=ts(5, days=4), load=ts(5.1, days=4), session="s2"),
+            event("d", derived=ts(-1), load=ts(5), session="s2")]
+    events = events_df(rows)
+    assert set(SESSION_EVENT_COLUMNS) < set(events.columns)
+    whole = session_lifecycle(events, max_session_days=3).collect()
+    narrow = session_lifecycle(events.select(*SESSION_EVENT_COLUMNS), max_session_days=3).collect()
+    assert sorted(narrow) == sorted(whole) and len(whole) == 2
 
 
 def test_sessions_past_max_days_are_quarantined_and_their_far_events_not_kept(events_df):
