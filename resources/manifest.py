@@ -375,21 +375,16 @@ def _plainly_ready(data: pa.Table) -> np.ndarray:
     item, state, record_id, previous = (data[name].combine_chunks() for name in
                                         ("item_id", "state", "record_id", "previous_record_id"))
 
-    def before(values):  # each row's predecessor, rows 1..n-1
-        return values.slice(0, n - 1)
-
-    def after(values):
-        return values.slice(1)
-
     def flags(values) -> np.ndarray:
         return values.fill_null(False).to_numpy(zero_copy_only=False)
 
     processing = flags(pc.equal(state, State.PROCESSING.name))
     processed = flags(pc.equal(state, State.PROCESSED.name))
+    same_item = flags(pc.equal(item.slice(1), item.slice(0, n - 1)))  # row i+1 and row i
+    refers_back = flags(pc.equal(previous.slice(1), record_id.slice(0, n - 1)))
     # closes[i]: row i is a PROCESSED record that closes the PROCESSING record just before it.
     closes = np.zeros(n, dtype=bool)
-    closes[1:] = (processed[1:] & processing[:-1] & flags(pc.equal(after(item), before(item)))
-                  & flags(pc.equal(after(previous), before(record_id))))
+    closes[1:] = processed[1:] & processing[:-1] & same_item & refers_back
     closed = np.append(closes[1:], False)  # row i is a PROCESSING record that the next row closes
     not_plain = pc.unique(item.filter(pa.array(~(closes | (processing & closed)))))
     return ~flags(pc.is_in(item, value_set=not_plain))

@@ -206,6 +206,7 @@ def manifest_observation(manifest: ManifestStore) -> AssetObservation:
     """The processing manifest after a step closed its items: how many are held by a run
     (locked), stopped by a failure (fail-locked) or broken (invalid), and a preview of them, with the item ids
     that `incremental-assets manifest resolve` and manifest_admin_job take."""
+    manifest = manifest.snapshot()  # one read: the version shown is the one the counts come from
     held = [state for state in manifest.unsettled_states().values() if state.status in PROBLEM_STATUSES]
     rows = [TableRecord({"item": state.item_id, "status": state.status.value,
                          "run_id": state.last.run_id if state.last else "",

@@ -222,7 +222,7 @@ def utc_datetimes(values: pa.ChunkedArray) -> list[dt.datetime | None]:
     """A UTC timestamp column as aware datetimes, through numpy: Arrow's own conversion of a
     time-zone-aware column (`to_pylist`) is four times slower, and the sensor converts the
     ledger's two timestamps of every processed hour at each tick."""
-    naive = values.cast(pa.timestamp("us")).to_numpy().astype("datetime64[us]").astype(object)
+    naive = values.cast(pa.timestamp("us")).to_numpy().astype(object)  # datetime64[us]: None for null
     return [None if value is None else value.replace(tzinfo=dt.timezone.utc) for value in naive]
 
 
