@@ -15,6 +15,7 @@ from datetime import timedelta
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.window import Window
 
 from incremental_assets.sources.schema import REQUIRED_COLUMNS, load_time
 
@@ -25,8 +26,6 @@ REJECTED_EXTRA_COLUMNS = ("reject_reason", "load_hour_tstamp")
 COPY_COLUMNS = ("event_id", "load_tstamp", "collector_tstamp", "copy_hash", "domain_sessionid")
 # What identifies a copy: rows with equal keys are identical (copy_hash hashes the whole row).
 _COPY_KEY = ("event_id", "load_tstamp", "collector_tstamp", "copy_hash")
-# A null collector_tstamp ranks last.
-_LAST = "9999-12-31 23:59:59"
 
 
 @dataclass(frozen=True)
@@ -85,16 +84,9 @@ def copies(valid: DataFrame) -> DataFrame:
         .withColumn("load_date", F.to_date("load_tstamp"))
 
 
-def _rank(prefix: str) -> Column:
-    return F.struct(F.col(f"{prefix}.load_tstamp"),
-                    F.coalesce(F.col(f"{prefix}.collector_tstamp"), F.to_timestamp(F.lit(_LAST))),
-                    F.col(f"{prefix}.copy_hash"))
-
-
-def _within(later: str, earlier: str, lookback: timedelta) -> Column:
-    """The copy `later` was loaded less than `lookback` after the copy `earlier`."""
-    return F.col(f"{later}.load_tstamp") < F.col(f"{earlier}.load_tstamp") + F.make_dt_interval(
-        secs=F.lit(int(lookback.total_seconds())))
+def _loaded_within(later: Column, earlier: Column, lookback: timedelta) -> Column:
+    """The load time `later` is less than `lookback` after the load time `earlier`."""
+    return later < earlier + F.make_dt_interval(secs=F.lit(int(lookback.total_seconds())))
 
 
 def kept_copies(valid: DataFrame, earlier: DataFrame, *, lookback: timedelta) -> DataFrame:
@@ -103,24 +95,38 @@ def kept_copies(valid: DataFrame, earlier: DataFrame, *, lookback: timedelta) ->
     `load_date`; drops copy_hash.
 
     A copy's rank is in its key (event_id, load_tstamp, collector_tstamp, copy_hash), so which
-    copies are dominated is decided on those narrow columns alone; the wide rows (every atomic
-    column) are never shuffled, only filtered by the few keys that are dominated or repeated."""
-    narrow = valid.select(*COPY_COLUMNS)
-    candidates = narrow.dropDuplicates(list(_COPY_KEY))
-    others = candidates.unionByName(earlier.select(*COPY_COLUMNS))
-    # No broadcast hint on the window's side: in a full rebuild the window is every event.
-    # Adaptive execution broadcasts it by its measured size when it is small (an hour).
-    ids = candidates.select("event_id").distinct()
-    c, d = candidates.alias("c"), ids.join(others, "event_id").alias("d")
-    dominated = c.join(d, (F.col("c.event_id") == F.col("d.event_id")) & (_rank("d") < _rank("c"))
-                       & _within("c", "d", lookback), "left_semi").select(*_COPY_KEY).alias("x")
-    # Rows with the same key are the same row (copy_hash hashes all of it): keep one of them.
-    repeated = narrow.groupBy(*_COPY_KEY).count().where(F.col("count") > 1).drop("count").alias("x")
-    rows = valid.alias("v")
-    once = rows.join(repeated, _same_copy("v", "x"), "left_anti").unionByName(
-        rows.join(repeated, _same_copy("v", "x"), "left_semi").dropDuplicates(list(_COPY_KEY)))
-    return (once.alias("v").join(dominated, _same_copy("v", "x"), "left_anti")
-            .drop("copy_hash").withColumn("load_date", F.to_date("load_tstamp")))
+    copies are dominated is decided on those narrow columns alone, in one pass over each event's
+    copies in rank order: the copy just before a copy has the latest load_tstamp of all that rank
+    before it, so it alone decides whether one was loaded within the look-back. The wide rows
+    (every atomic column) are never shuffled, only filtered by the few keys that are dominated or
+    repeated."""
+    window_keys = valid.select(*_COPY_KEY)
+    # Only the recorded copies of the window's events take part. No broadcast hint: in a full
+    # rebuild the window is every event; adaptive execution broadcasts an hour's ids by size.
+    recorded = earlier.select(*_COPY_KEY).join(window_keys.select("event_id"), "event_id", "left_semi")
+    keys = (window_keys.withColumn("in_window", F.lit(True))
+            .unionByName(recorded.withColumn("in_window", F.lit(False))))
+    in_rank_order = Window.partitionBy("event_id").orderBy(
+        "load_tstamp", F.col("collector_tstamp").asc_nulls_last(), "copy_hash")
+    previous = {column: F.lag(column).over(in_rank_order) for column in _COPY_KEY}
+    # An identical copy sorts next to its twin: it neither dominates it nor is dominated by it.
+    repeat = F.lit(True)
+    for column in _COPY_KEY:
+        repeat = repeat & F.col(column).eqNullSafe(previous[column])
+    dominated = ~repeat & previous["load_tstamp"].isNotNull() & _loaded_within(
+        F.col("load_tstamp"), previous["load_tstamp"], lookback)
+    # Per key of the window (the grouping keeps the window's partitioning by event_id: no shuffle):
+    # dominated (its first copy is) or repeated (several identical rows).
+    verdicts = (keys.select(*_COPY_KEY, "in_window", dominated.alias("dominated"), repeat.alias("repeat"))
+                .where(F.col("in_window") & (F.col("dominated") | F.col("repeat")))
+                .groupBy(*_COPY_KEY).agg(F.max("dominated").alias("dominated"), F.max("repeat").alias("repeated"))
+                .alias("x"))
+    flagged = valid.alias("v").join(verdicts, _same_copy("v", "x"), "left").select(
+        "v.*", F.coalesce(F.col("x.dominated"), F.lit(False)).alias("dominated"),
+        F.coalesce(F.col("x.repeated"), F.lit(False)).alias("repeated")).where(~F.col("dominated"))
+    once = (flagged.where(~F.col("repeated"))
+            .unionByName(flagged.where(F.col("repeated")).dropDuplicates(list(_COPY_KEY))))
+    return once.drop("dominated", "repeated", "copy_hash").withColumn("load_date", F.to_date("load_tstamp"))
 
 
 def _same_copy(left: str, right: str) -> Column:
@@ -136,5 +142,6 @@ def dominated_later(kept: DataFrame, later: DataFrame, *, lookback: timedelta) -
     same event_id, loaded less than `lookback` after it (event_id, load_tstamp, domain_sessionid)."""
     k = kept.select("event_id", "load_tstamp").alias("k")  # no hint: the window may be every event
     s = later.alias("s")
-    return (s.join(k, (F.col("s.event_id") == F.col("k.event_id")) & _within("s", "k", lookback), "left_semi")
+    return (s.join(k, (F.col("s.event_id") == F.col("k.event_id"))
+                  & _loaded_within(F.col("s.load_tstamp"), F.col("k.load_tstamp"), lookback), "left_semi")
             .select("event_id", "load_tstamp", "domain_sessionid"))

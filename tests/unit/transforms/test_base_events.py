@@ -1,4 +1,4 @@
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 from incremental_assets.sources.schema import load_time
 from incremental_assets.transforms.base_events import copies, dominated_later, kept_copies, validate
@@ -96,6 +96,27 @@ def test_a_dominated_copy_without_a_collector_tstamp_is_dropped(events_df):
             event("d", load=ts(0.7), page_url="second", collector_tstamp=None)]
     kept, _ = run(events_df, rows)
     assert [(r.event_id, r.page_url) for r in kept] == [("d", "first")]
+
+
+def test_a_null_collector_tstamp_ranks_after_every_collector_tstamp_even_the_latest(events_df):
+    # Null last is an order, not a stand-in value: a copy without collector_tstamp ranks after a
+    # copy loaded at the same instant with the latest timestamp there is.
+    latest = datetime(9999, 12, 31, 23, 59, 59, tzinfo=timezone.utc)
+    rows = [event("d", load=ts(0.5), page_url="no collector", collector_tstamp=None),
+            event("d", load=ts(0.5), page_url="latest collector", collector=latest, sent=ts(0))]
+    for order in (rows, list(reversed(rows))):
+        kept, _ = run(events_df, order)
+        assert [(r.event_id, r.page_url) for r in kept] == [("d", "latest collector")]
+
+
+def test_a_dropped_copy_still_dominates_the_copies_after_it(events_df):
+    # A, then B 20 days later (dropped: within A's look-back), then C 40 days after A: C is
+    # within B's look-back, so only A is kept although C is beyond A's.
+    rows = [event("d", derived=ts(0, days=-40), load=ts(0.5, days=-40), page_url="A"),
+            event("d", derived=ts(0, days=-40), load=ts(0.5, days=-20), page_url="B"),
+            event("d", derived=ts(0, days=-40), load=ts(0.5), page_url="C")]
+    kept, _ = run(events_df, rows)
+    assert kept == []
 
 
 def test_app_ids_filter_leaves_other_apps_out_without_rejecting_them(events_df):
