@@ -108,20 +108,18 @@ def kept_copies(valid: DataFrame, earlier: DataFrame, *, lookback: timedelta) ->
             .unionByName(recorded.withColumn("in_window", F.lit(False))))
     in_rank_order = Window.partitionBy("event_id").orderBy(
         "load_tstamp", F.col("collector_tstamp").asc_nulls_last(), "copy_hash")
-    previous = {column: F.lag(column).over(in_rank_order) for column in _COPY_KEY}
+    ranked = keys.withColumns({f"previous_{column}": F.lag(column).over(in_rank_order) for column in _COPY_KEY})
     # An identical copy sorts next to its twin: it neither dominates it nor is dominated by it.
-    repeat = F.lit(True)
-    for column in _COPY_KEY:
-        repeat = repeat & F.col(column).eqNullSafe(previous[column])
-    dominated = ~repeat & previous["load_tstamp"].isNotNull() & _loaded_within(
-        F.col("load_tstamp"), previous["load_tstamp"], lookback)
+    repeat = _same_copy("", "previous_")
+    dominated = ~repeat & F.col("previous_load_tstamp").isNotNull() & _loaded_within(
+        F.col("load_tstamp"), F.col("previous_load_tstamp"), lookback)
     # Per key of the window (the grouping keeps the window's partitioning by event_id: no shuffle):
     # dominated (its first copy is) or repeated (several identical rows).
-    verdicts = (keys.select(*_COPY_KEY, "in_window", dominated.alias("dominated"), repeat.alias("repeat"))
+    verdicts = (ranked.select(*_COPY_KEY, "in_window", dominated.alias("dominated"), repeat.alias("repeat"))
                 .where(F.col("in_window") & (F.col("dominated") | F.col("repeat")))
                 .groupBy(*_COPY_KEY).agg(F.max("dominated").alias("dominated"), F.max("repeat").alias("repeated"))
                 .alias("x"))
-    flagged = valid.alias("v").join(verdicts, _same_copy("v", "x"), "left").select(
+    flagged = valid.alias("v").join(verdicts, _same_copy("v.", "x."), "left").select(
         "v.*", F.coalesce(F.col("x.dominated"), F.lit(False)).alias("dominated"),
         F.coalesce(F.col("x.repeated"), F.lit(False)).alias("repeated")).where(~F.col("dominated"))
     once = (flagged.where(~F.col("repeated"))
@@ -130,10 +128,11 @@ def kept_copies(valid: DataFrame, earlier: DataFrame, *, lookback: timedelta) ->
 
 
 def _same_copy(left: str, right: str) -> Column:
-    """The two aliases hold the same copy (null-safe: a copy may have no collector_tstamp)."""
+    """The key columns named with the prefix `left` equal those named with `right` ("v." for an
+    alias, "previous_" for the lagged ones); null-safe: a copy may have no collector_tstamp."""
     condition = F.lit(True)
     for column in _COPY_KEY:
-        condition = condition & F.col(f"{left}.{column}").eqNullSafe(F.col(f"{right}.{column}"))
+        condition = condition & F.col(f"{left}{column}").eqNullSafe(F.col(f"{right}{column}"))
     return condition
 
 
