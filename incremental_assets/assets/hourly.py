@@ -74,7 +74,8 @@ def hourly_assets(context: AssetExecutionContext, warehouse: WarehouseResource):
     window = context.partition_time_window
     with claimed(context, warehouse, HOURLY_ASSETS) as claim:
         results = compute(warehouse, window.start, window.end)
-        _add_hour_metadata(context, figures_by_hour(results))
+        _add_hour_metadata(context, figures_by_hour(window.start, window.end, kept=results.kept,
+                                                     rejected=results.rejected, filtered=results.filtered))
         state = run_state_metadata(context, warehouse.settings)
         payload = {"load_window_start": window.start.isoformat(), "load_window_end": window.end.isoformat(),
                    "limits": context.run.tags.get(RUN_LIMITS_TAG, "manual run")}
