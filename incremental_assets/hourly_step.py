@@ -193,18 +193,21 @@ class HourFigures:
 def figures_by_hour(start: datetime, end: datetime, *, kept: DataFrame, rejected: DataFrame,
                     filtered: DataFrame) -> dict[datetime, HourFigures]:
     """Per load hour of [start, end): rows kept, rejected by reason, filtered by event day. Three
-    small aggregations of the materialized rows, collected together (one Spark job, not three);
-    the filtered rows of earlier hours that changed sessions brought back are not the window's."""
-    load_hour = F.date_trunc("hour", "load_tstamp")
+    small aggregations of the materialized rows, collected together (one query, not three); the
+    filtered rows of earlier hours that changed sessions brought back are not the window's."""
     in_window = (F.col("load_tstamp") >= F.lit(start)) & (F.col("load_tstamp") < F.lit(end))
 
-    def counted(kind: str, rows: DataFrame, hour: Column, label: Column) -> DataFrame:
-        return (rows.groupBy(hour.alias("hour"), label.cast("string").alias("label"))
-                .agg(F.count(F.lit(1)).alias("rows")).withColumn("kind", F.lit(kind)))
+    def labelled(kind: str, counts: DataFrame, hour: str, label: Column) -> DataFrame:
+        return counts.select(F.col(hour).alias("hour"), label.cast("string").alias("label"), "rows",
+                             F.lit(kind).alias("kind"))
 
-    counts = (counted("kept", kept, load_hour, F.lit(None))
-              .unionByName(counted("rejected", rejected, F.col("load_hour_tstamp"), F.col("reject_reason")))
-              .unionByName(counted("filtered", filtered.where(in_window), load_hour, F.col("event_date"))))
+    kept_by_hour = kept.groupBy(F.date_trunc("hour", "load_tstamp").alias("hour")).agg(
+        F.count(F.lit(1)).alias("rows"))
+    rejected_by_reason = rejected.groupBy("load_hour_tstamp", "reject_reason").agg(F.count(F.lit(1)).alias("rows"))
+    counts = (labelled("kept", kept_by_hour, "hour", F.lit(None))
+              .unionByName(labelled("rejected", rejected_by_reason, "load_hour_tstamp", F.col("reject_reason")))
+              .unionByName(labelled("filtered", rows_by_load_hour_and_day(filtered.where(in_window)),
+                                    "load_hour_tstamp", F.col("event_date"))))
     figures = {hour: HourFigures() for hour in hours_between(start, end)}
     for row in counts.collect():
         figure = figures.setdefault(row["hour"].replace(tzinfo=timezone.utc), HourFigures())  # Spark runs in UTC
