@@ -16,6 +16,12 @@ launched on its own (the asset's Checks tab) it looks at the whole table.
   sensor last observed them against the previous source version's.
 - `no_stale_locks` (every asset, severity WARN): no manifest item of the asset held by a
   PROCESSING lock older than `max_lock_age_hours`.
+
+Every check yields its evaluations through `evaluation_events`, not as `AssetCheckResult`s:
+to link an AssetCheckResult to the materialization it evaluated, Dagster lists every partition
+of the asset when the check is unpartitioned and the run is a partition range (0.4 s a check
+at 10 days of hourly history on 2 cores, growing with the partitions), where one query of the
+asset records finds the same materialization.
 """
 
 
@@ -24,7 +30,7 @@ from datetime import datetime, timedelta, timezone
 from dagster import (
     AssetCheckEvaluation,
     AssetCheckExecutionContext,
-    AssetCheckResult,
+    AssetCheckKey,
     AssetCheckSeverity,
     AssetCheckSpec,
     AssetKey,
@@ -32,6 +38,10 @@ from dagster import (
     Output,
     asset_check,
     multi_asset_check,
+)
+# Not exported by dagster 1.13; the field AssetCheckEvaluation takes it in.
+from dagster._core.definitions.asset_checks.asset_check_evaluation import (
+    AssetCheckEvaluationTargetMaterializationData as CheckedMaterialization,
 )
 from pyspark.sql import Window
 from pyspark.sql import functions as F
@@ -57,6 +67,38 @@ def run_window(context: AssetCheckExecutionContext, partitions_def) -> tuple[dat
                 partitions_def.time_window_for_partition_key(last).end)
     except Exception:  # noqa: BLE001 - another job's partition keys: check the whole table
         return None
+
+
+# -- evaluations -------------------------------------------------------------------------
+
+def latest_materializations(context: AssetCheckExecutionContext) -> dict[AssetKey, CheckedMaterialization]:
+    """The latest materialization of each asset the check looks at, when it runs (Dagster's own
+    rule for a check outside a single-partition run), in one query."""
+    targets = list({key.asset_key for key in context.selected_asset_check_keys})
+    latest = {record.asset_entry.asset_key: record.asset_entry.last_materialization_record
+              for record in context.op_execution_context.instance.get_asset_records(targets)}
+    return {key: CheckedMaterialization(storage_id=record.storage_id, run_id=record.run_id, timestamp=record.timestamp)
+            for key, record in latest.items() if record is not None}
+
+
+def evaluation_events(context: AssetCheckExecutionContext, outcomes_by_check: dict[AssetCheckKey, list[dict]]):
+    """What AssetCheckResults become in a run: for each check, its output, then one evaluation per
+    outcome (passed, metadata, description; optionally severity, and the partition it is about).
+    An evaluation of the whole asset is linked to the asset's latest materialization; one of a
+    partition is not linked (finding each hour's own would read every event of a ranged run)."""
+    assets_def, latest = context.op_execution_context.assets_def, latest_materializations(context)
+    for key, outcomes in outcomes_by_check.items():
+        yield Output(None, output_name=assets_def.get_output_name_for_asset_check_key(key))
+        for outcome in outcomes:
+            target = None if outcome.get("partition") else latest.get(key.asset_key)
+            yield AssetCheckEvaluation(
+                asset_key=key.asset_key, check_name=key.name, blocking=assets_def.get_spec_for_check_key(key).blocking,
+                target_materialization_data=target, **{"severity": AssetCheckSeverity.ERROR, **outcome})
+
+
+def only_check(context: AssetCheckExecutionContext) -> AssetCheckKey:
+    [key] = context.selected_asset_check_keys
+    return key
 
 
 # -- event_id unique ---------------------------------------------------------------------
@@ -129,21 +171,18 @@ def _unique_outcome(counts: dict[str, int], scope: str) -> dict:
 def event_id_unique_results(context: AssetCheckExecutionContext, warehouse: WarehouseResource, table: str):
     """One result per load hour of the run (each hour's own rows against the look-back); launched
     outside a partitioned run, one result for the whole table."""
-    op_context = context.op_execution_context
+    op_context, key = context.op_execution_context, only_check(context)
     if not (op_context.has_partition_key or op_context.has_partition_key_range):
-        yield AssetCheckResult(**_unique_outcome(event_id_duplicates(warehouse, table, None), "whole table"))
+        yield from evaluation_events(context, {key: [_unique_outcome(event_id_duplicates(warehouse, table, None),
+                                                                     "whole table")]})
         return
     keys = op_context.partition_keys
     window = (parse_hour_key(keys[0]), parse_hour_key(keys[-1]) + HOUR)
     by_hour = event_id_duplicates_by_hour(warehouse, table, window)
-    for key in keys:
-        outcome = _unique_outcome(by_hour.get(parse_hour_key(key), dict.fromkeys(COUNT_NAMES, 0)),
-                                  f"loads of {key}")
-        yield AssetCheckEvaluation(asset_key=AssetKey(table), check_name="event_id_unique", partition=key,
-                                   severity=AssetCheckSeverity.ERROR, blocking=True,
-                                   target_materialization_data=None, **outcome)
-    # A check step must still yield its output (AssetCheckResult would: it cannot name a partition).
-    yield Output(None, output_name=op_context.op_def.output_defs[0].name)
+    yield from evaluation_events(context, {key: [
+        {**_unique_outcome(by_hour.get(parse_hour_key(partition), dict.fromkeys(COUNT_NAMES, 0)),
+                           f"loads of {partition}"), "partition": partition}
+        for partition in keys]})
 
 
 @asset_check(asset="base_events", name="event_id_unique", partitions_def=hourly_partitions, blocking=True,
@@ -164,8 +203,7 @@ def filtered_events_event_id_unique(context: AssetCheckExecutionContext, warehou
 
 @asset_check(asset="sessions_lifecycle_manifest", name="end_after_start",
              description="Every session ends no earlier than it starts, and has both times.")
-def sessions_end_after_start(context: AssetCheckExecutionContext,
-                             warehouse: WarehouseResource) -> AssetCheckResult:
+def sessions_end_after_start(context: AssetCheckExecutionContext, warehouse: WarehouseResource):
     name = "sessions_lifecycle_manifest"
     window = run_window(context, hourly_partitions)
     if not warehouse.tables.exists(name):
@@ -182,11 +220,11 @@ def sessions_end_after_start(context: AssetCheckExecutionContext,
             .alias("rows_missing_times"),
         ).first()
         counts = {k: int(totals[k] or 0) for k in ("rows_checked", "rows_end_before_start", "rows_missing_times")}
-    return AssetCheckResult(
+    yield from evaluation_events(context, {only_check(context): [dict(
         passed=counts["rows_end_before_start"] == 0 and counts["rows_missing_times"] == 0,
         metadata={k: MetadataValue.int(v) for k, v in counts.items()},
         description=f"{counts['rows_end_before_start']} session(s) ending before they start, "
-                    f"{counts['rows_missing_times']} without start or end, of {counts['rows_checked']}")
+                    f"{counts['rows_missing_times']} without start or end, of {counts['rows_checked']}")]})
 
 
 # -- daily: every filtered row aggregated or pending -------------------------------------
@@ -194,7 +232,7 @@ def sessions_end_after_start(context: AssetCheckExecutionContext,
 @asset_check(asset="daily_aggregates", name="rows_aggregated_plus_pending_equal_filtered",
              description="For every event day: rows aggregated + rows pending (daily_aggregation_manifest) "
                          "= filtered rows (filtered_events_counts). No filtered row is lost silently.")
-def daily_rows_accounted_for(warehouse: WarehouseResource) -> AssetCheckResult:
+def daily_rows_accounted_for(context: AssetCheckExecutionContext, warehouse: WarehouseResource):
     result = rows_accounted_for(warehouse.settings)
     broken = result["broken"]
     metadata = {
@@ -208,8 +246,9 @@ def daily_rows_accounted_for(warehouse: WarehouseResource) -> AssetCheckResult:
         lines = ["| event day | filtered - aggregated - pending |", "|---|---|"]
         lines += [f"| {day} | {diff} |" for day, diff in list(broken.items())[:30]]
         metadata["mismatched_days"] = MetadataValue.md("\n".join(lines))
-    return AssetCheckResult(passed=not broken, metadata=metadata,
-                            description=f"{len(broken)} event day(s) where aggregated + pending != filtered")
+    yield from evaluation_events(context, {only_check(context): [dict(
+        passed=not broken, metadata=metadata,
+        description=f"{len(broken)} event day(s) where aggregated + pending != filtered")]})
 
 
 # -- manifest: no stale locks --------------------------------------------------------------
@@ -237,6 +276,7 @@ def stale_locks(warehouse: WarehouseResource, asset: str, now: datetime, states=
 def no_stale_locks(context: AssetCheckExecutionContext, warehouse: WarehouseResource):
     """One manifest read for the run's assets (each job selects its own assets' checks)."""
     now, states = datetime.now(timezone.utc), warehouse.manifest.unsettled_states()
+    outcomes = {}
     for key in sorted(context.selected_asset_check_keys, key=lambda k: k.asset_key.path[-1]):
         asset = key.asset_key.path[-1]
         found = stale_locks(warehouse, asset, now, states)
@@ -245,10 +285,10 @@ def no_stale_locks(context: AssetCheckExecutionContext, warehouse: WarehouseReso
                     "oldest_lock_age_hours": MetadataValue.float(float(found["oldest_lock_age_hours"]))}
         if found["stale"]:
             metadata["stale_items"] = MetadataValue.md("\n".join(f"- `{i}`" for i in found["stale"][:30]))
-        yield AssetCheckResult(asset_key=key.asset_key, check_name=key.name, passed=not found["stale"],
-                               severity=AssetCheckSeverity.WARN, metadata=metadata,
-                               description=f"{found['stale_locks']} lock(s) older than "
-                                           f"{warehouse.settings.max_lock_age_hours} h")
+        outcomes[key] = [dict(
+            passed=not found["stale"], severity=AssetCheckSeverity.WARN, metadata=metadata,
+            description=f"{found['stale_locks']} lock(s) older than {warehouse.settings.max_lock_age_hours} h")]
+    yield from evaluation_events(context, outcomes)
 
 
 # -- source: its columns did not change ------------------------------------------------------
@@ -282,18 +322,21 @@ def observed_schemas(instance) -> tuple[dict[str, str], dict[str, str]] | None:
              description="The source's columns (name and type, from its Delta schema as hourly_load_sensor "
                          "observed it) are those of the previous source version it observed: a warning names "
                          "the columns added, removed or retyped.")
-def source_columns_unchanged(context: AssetCheckExecutionContext) -> AssetCheckResult:
-    schemas = observed_schemas(context.instance)
+def source_columns_unchanged(context: AssetCheckExecutionContext):
+    key, schemas = only_check(context), observed_schemas(context.instance)
     if schemas is None:
-        return AssetCheckResult(passed=True, description="fewer than two source versions observed yet",
-                                metadata={"columns_added": 0, "columns_removed": 0, "columns_retyped": 0})
+        yield from evaluation_events(context, {key: [dict(
+            passed=True, severity=AssetCheckSeverity.WARN, description="fewer than two source versions observed yet",
+            metadata={"columns_added": 0, "columns_removed": 0, "columns_retyped": 0})]})
+        return
     changes = column_changes(*schemas)
     metadata = {f"columns_{kind}": MetadataValue.int(len(names)) for kind, names in changes.items()}
     if any(changes.values()):
         metadata["changes"] = MetadataValue.json(changes)
-    return AssetCheckResult(passed=not any(changes.values()), severity=AssetCheckSeverity.WARN, metadata=metadata,
-                            description="; ".join(f"{kind}: {', '.join(names)}" for kind, names in changes.items()
-                                                  if names) or "same columns as the previous version")
+    yield from evaluation_events(context, {key: [dict(
+        passed=not any(changes.values()), severity=AssetCheckSeverity.WARN, metadata=metadata,
+        description="; ".join(f"{kind}: {', '.join(names)}" for kind, names in changes.items()
+                              if names) or "same columns as the previous version")]})
 
 
 DAILY_INVARIANT = daily_rows_accounted_for

@@ -5,12 +5,11 @@ the event_id and session checks run Spark on a few rows. Checks inside real runs
 exercised by test_sensors.py (every run there must pass all of its checks).
 """
 
-import inspect
 from datetime import date, datetime, timedelta, timezone
 
 import pyarrow as pa
 import pytest
-from dagster import AssetCheckSeverity, build_asset_check_context
+from dagster import AssetCheckSeverity, AssetSelection, AssetSpec, DagsterInstance, materialize
 from deltalake import write_deltalake
 
 from incremental_assets import checks
@@ -29,14 +28,20 @@ def warehouse(tmp_path, monkeypatch):
     return WarehouseResource(pyspark=SparkResource(spark_config={}))
 
 
+def run_check(check_def, warehouse=None, instance=None) -> list:
+    """Run a check the way the UI's "Execute" does: a run of the check alone, outside a
+    partitioned run. Its evaluations, in the order it yielded them."""
+    targets = [AssetSpec(key) for key in dict.fromkeys(k.asset_key for k in check_def.check_keys)]
+    result = materialize([*targets, check_def], selection=AssetSelection.checks(check_def),
+                         resources={"warehouse": warehouse} if warehouse else {}, instance=instance,
+                         raise_on_error=False)  # a failed blocking check fails the run
+    return result.get_asset_check_evaluations()
+
+
 def invoke(check_def, warehouse):
-    """Run a check the way the UI's "Execute" does, outside a partitioned run (the results of a
-    check that yields them, as a list)."""
-    if "context" in check_def.op.compute_fn.decorated_fn.__code__.co_varnames:
-        result = check_def(build_asset_check_context(), warehouse=warehouse)
-    else:
-        result = check_def(warehouse=warehouse)
-    return list(result) if inspect.isgenerator(result) else result
+    """The one evaluation of a check that yields one."""
+    [evaluation] = run_check(check_def, warehouse)
+    return evaluation
 
 
 def values(result) -> dict:
@@ -79,8 +84,7 @@ def test_every_filtered_row_must_be_aggregated_or_pending(warehouse):
 
 def lock_results(warehouse) -> dict:
     """no_stale_locks as the UI runs it for every asset: asset name -> its result."""
-    results = checks.no_stale_locks(build_asset_check_context(), warehouse=warehouse)
-    return {r.asset_key.path[-1]: r for r in results}
+    return {r.asset_key.path[-1]: r for r in run_check(checks.no_stale_locks, warehouse)}
 
 
 def test_a_lock_older_than_max_lock_age_hours_is_a_warning(warehouse, monkeypatch):
@@ -128,10 +132,10 @@ def test_duplicate_event_ids_are_found_in_the_window_and_its_look_back(spark, wa
     assert checks.event_id_duplicates_by_hour(warehouse, "base_events", day10) == {
         datetime(2026, 1, 10, 3, tzinfo=utc): {"rows_checked": 1, "duplicate_event_ids": 1, "null_event_ids": 0},
         datetime(2026, 1, 10, 4, tzinfo=utc): {"rows_checked": 1, "duplicate_event_ids": 1, "null_event_ids": 0}}
-    [result] = invoke(checks.base_events_event_id_unique, warehouse)
+    result = invoke(checks.base_events_event_id_unique, warehouse)
     assert not result.passed and values(result)["duplicate_event_ids"] == 2
     assert values(result)["scope"] == "whole table"
-    [result] = invoke(checks.filtered_events_event_id_unique, warehouse)
+    result = invoke(checks.filtered_events_event_id_unique, warehouse)
     assert result.passed  # no table yet: nothing to check
 
 
@@ -169,7 +173,7 @@ def test_a_check_in_a_run_looks_at_the_run_partitions():
 
 
 def test_a_column_change_in_the_source_is_a_warning_naming_the_columns():
-    from dagster import AssetObservation, DagsterInstance
+    from dagster import AssetObservation
 
     def observe(instance, version: int, columns: dict[str, str], hours=(0, 1)):
         for h in hours:  # what hourly_load_sensor records for each hour it launches
@@ -178,7 +182,8 @@ def test_a_column_change_in_the_source_is_a_warning_naming_the_columns():
                 metadata={"source_version": str(version), "columns": columns, "fingerprint": f"f{version}{h}"}))
 
     def result(instance):
-        return checks.source_columns_unchanged(build_asset_check_context(instance=instance))
+        [evaluation] = run_check(checks.source_columns_unchanged, instance=instance)
+        return evaluation
 
     with DagsterInstance.ephemeral() as instance:
         assert result(instance).passed  # nothing observed yet

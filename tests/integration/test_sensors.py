@@ -13,7 +13,7 @@ from datetime import date, datetime, timedelta, timezone
 
 import pyarrow as pa
 import pytest
-from dagster import DagsterRunStatus, build_sensor_context, instance_for_test
+from dagster import DagsterEventType, DagsterRunStatus, build_sensor_context, instance_for_test
 from deltalake import DeltaTable, write_deltalake
 
 from incremental_assets.automation import hourly_sensor, late_days_sensors
@@ -260,9 +260,20 @@ def execute(job_name: str, instance, request) -> object:
     result = defs.resolve_job_def(job_name).execute_in_process(instance=instance, tags=tags,
                                                                raise_on_error=False)
     assert result.success, [e.message for e in result.all_events if e.is_failure]
-    failed_checks = [(c.asset_key.path[-1], c.check_name, c.metadata) for c in result.get_asset_check_evaluations()
-                     if not c.passed]
+    evaluations = result.get_asset_check_evaluations()
+    failed_checks = [(c.asset_key.path[-1], c.check_name, c.metadata) for c in evaluations if not c.passed]
     assert not failed_checks
+    # A result about a whole asset this run wrote is linked to the run's materialization (the UI
+    # shows it beside that materialization); an hour's result is not linked to any.
+    written = {r.asset_key for r in instance.get_records_for_run(
+        result.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION).records}
+    for c in evaluations:
+        target = c.target_materialization_data
+        if c.partition is not None:
+            assert target is None
+        elif c.asset_key in written:  # (on SQLite a run's own event ids are not the index's: compare the index's)
+            [latest] = instance.fetch_materializations(c.asset_key, limit=1).records
+            assert (target.run_id, target.storage_id) == (result.run_id, latest.storage_id), (c.asset_key, c.check_name)
     return instance.get_run_by_id(result.run_id)
 
 
