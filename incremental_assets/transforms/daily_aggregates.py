@@ -16,13 +16,16 @@ def daily_aggregates(filtered_days: DataFrame) -> DataFrame:
     """
     is_type = lambda name: F.col("event_name") == name  # noqa: E731
     transaction = is_type("transaction")
+    # The day's sessions, kept as a list: windows over several days count each session once.
+    sessions = F.collect_set("domain_sessionid")
     return filtered_days.groupBy("event_date", "domain_userid").agg(
         F.count(F.lit(1)).alias("events"),
         F.count(F.when(is_type("page_view"), 1)).alias("page_views"),
         F.count(F.when(is_type("page_ping"), 1)).alias("page_pings"),
-        F.countDistinct("domain_sessionid").alias("sessions"),
-        # The sessions themselves: windows over several days count each session once.
-        F.array_sort(F.collect_set("domain_sessionid")).alias("session_ids"),
+        # The set's size, not countDistinct: a distinct aggregate beside others makes Spark
+        # aggregate twice (by user and session first), one more shuffle per rebuild.
+        F.size(sessions).cast("long").alias("sessions"),
+        F.array_sort(sessions).alias("session_ids"),
         F.count(F.when(transaction, 1)).alias("transactions"),
         F.coalesce(F.sum(F.when(transaction, F.col("tr_total"))), F.lit(0))
          .cast(REVENUE_TYPE).alias("revenue"),

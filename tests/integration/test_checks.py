@@ -140,6 +140,44 @@ def test_duplicate_event_ids_are_found_in_the_window_and_its_look_back(spark, wa
 
 
 @pytest.mark.spark
+def test_duplicates_per_hour_equal_a_count_made_in_python(spark, warehouse, monkeypatch):
+    """Random copies (several in one hour, ties, copies just inside and just outside the look-back,
+    null ids): each hour's counts equal those counted here row against row."""
+    import random
+
+    monkeypatch.setenv("INCREMENTAL_DEDUPE_LOOKBACK_DAYS", "1")
+    rng, start = random.Random(7), datetime(2026, 1, 6)
+    rows = []
+    for n in range(300):
+        event_id = None if rng.random() < 0.03 else f"e{rng.randrange(120)}"
+        at = start + timedelta(minutes=rng.randrange(4 * 24 * 60))
+        rows.append((event_id, at))
+        if rng.random() < 0.1:  # a copy at the same instant
+            rows.append((event_id, at))
+    df = spark.createDataFrame(rows, "event_id string, load_tstamp timestamp")
+    warehouse.tables.overwrite("base_events", df)
+    utc, lookback = timezone.utc, timedelta(days=1)
+    window = (datetime(2026, 1, 7, tzinfo=utc), datetime(2026, 1, 9, tzinfo=utc))
+
+    expected = {}
+    for i, (event_id, at) in enumerate(rows):
+        hour = at.replace(minute=0, tzinfo=utc)
+        if not window[0] <= hour < window[1]:
+            continue
+        counts = expected.setdefault(hour, {"rows_checked": 0, "duplicate_ids": set(), "null_event_ids": 0})
+        counts["rows_checked"] += 1
+        if event_id is None:
+            counts["null_event_ids"] += 1
+        elif any(j != i and other == event_id and abs(other_at - at) < lookback
+                 for j, (other, other_at) in enumerate(rows)):
+            counts["duplicate_ids"].add(event_id)
+    expected = {hour: {"rows_checked": c["rows_checked"], "duplicate_event_ids": len(c["duplicate_ids"]),
+                       "null_event_ids": c["null_event_ids"]} for hour, c in expected.items()}
+    assert any(c["duplicate_event_ids"] for c in expected.values())
+    assert checks.event_id_duplicates_by_hour(warehouse, "base_events", window) == expected
+
+
+@pytest.mark.spark
 def test_a_session_ending_before_it_starts_fails(spark, warehouse):
     rows = [("s1", datetime(2026, 1, 5, 1), datetime(2026, 1, 5, 2), datetime(2026, 1, 5, 2)),
             ("s2", datetime(2026, 1, 5, 3), datetime(2026, 1, 5, 2), datetime(2026, 1, 5, 3))]
