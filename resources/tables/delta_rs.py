@@ -30,12 +30,14 @@ from resources.tables.delta_log import (
 )
 from resources.tables.interface import (
     APPEND_TOKEN_TXN_VERSION,
+    KEY_PRESENT,
     TableCreatedConcurrently,
     TableStore,
     WriteResult,
     append_token_app_id,
     check_columns_present,
     check_identifier,
+    replace_keys_source,
     retry_on_conflict,
 )
 from resources.tables.ranges import (
@@ -64,10 +66,6 @@ from resources.tables.direct_write import (
 from resources.tables.staging import StagedRows, delta_field, stats_columns as stats_columns_of, stats_configuration
 
 
-# replace_keys marks the source rows that delete their key rather than write it.
-_PRESENT = "_replace_keys_row_present"
-
-
 def _check_unique_non_null_keys(data: pa.Table, keys: Sequence[str]) -> None:
     for key in keys:
         if data.column(key).null_count:
@@ -78,7 +76,6 @@ def _check_unique_non_null_keys(data: pa.Table, keys: Sequence[str]) -> None:
         first = {k: duplicates.column(k)[0].as_py() for k in keys}
         raise ValueError(f"merge: keys {list(keys)} are not unique in the data; e.g. {first} "
                          f"appears {duplicates['count_all'][0].as_py()} times")
-
 
 
 @contextlib.contextmanager
@@ -320,13 +317,11 @@ class DeltaRsTableStore(TableStore):
         check_identifier(key, "key column")
         columns = df.columns
         check_columns_present(columns, [key], f"replace_keys {name}")
-        gone = keys.select(key).distinct().join(df.select(key), key, "left_anti")
-        source = (df.withColumn(_PRESENT, F.lit(True))
-                  .unionByName(gone.withColumn(_PRESENT, F.lit(False)), allowMissingColumns=True))
+        source = replace_keys_source(df, keys, key)
         with self._stage(source) as data:
-            present = data.columns([key, _PRESENT])
-            _check_unique_non_null_keys(present.filter(present[_PRESENT]), [key])
-            written = pc.sum(present[_PRESENT].cast(pa.int64())).as_py() or 0
+            present = data.columns([key, KEY_PRESENT])
+            _check_unique_non_null_keys(present.filter(present[KEY_PRESENT]), [key])
+            written = pc.sum(present[KEY_PRESENT].cast(pa.int64())).as_py() or 0
             values = {c: f's."{c}"' for c in columns}
 
             def attempt() -> WriteResult:
@@ -335,9 +330,9 @@ class DeltaRsTableStore(TableStore):
                     return self._create_from_df(path, df)
                 (table.merge(data.reader(), predicate=f't."{key}" = s."{key}"', source_alias="s",
                              target_alias="t", merge_schema=True)
-                      .when_matched_delete(predicate=f'NOT s."{_PRESENT}"')
+                      .when_matched_delete(predicate=f'NOT s."{KEY_PRESENT}"')
                       .when_matched_update(updates=values)
-                      .when_not_matched_insert(updates=values, predicate=f's."{_PRESENT}"')
+                      .when_not_matched_insert(updates=values, predicate=f's."{KEY_PRESENT}"')
                       .execute())
                 return WriteResult(rows_written=written, version=table.version())
 

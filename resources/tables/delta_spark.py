@@ -18,12 +18,14 @@ from pyspark.sql import functions as F
 from resources.tables.delta_log import load_table, row_count
 from resources.tables.interface import (
     APPEND_TOKEN_TXN_VERSION,
+    KEY_PRESENT,
     TableCreatedConcurrently,
     TableStore,
     WriteResult,
     append_token_app_id,
     check_columns_present,
     check_identifier,
+    replace_keys_source,
     retry_on_conflict,
 )
 from resources.tables.ranges import (
@@ -36,8 +38,6 @@ from resources.tables.ranges import (
 )
 
 DELTA_EXTENSION_CLASS = "io.delta.sql.DeltaSparkSessionExtension"
-# replace_keys marks the source rows that delete their key rather than write it.
-_PRESENT = "_replace_keys_row_present"
 
 
 def _delta_spark_coordinate() -> str:
@@ -228,10 +228,8 @@ class DeltaSparkTableStore(TableStore):
         check_columns_present(df.columns, [key], f"replace_keys {name}")
         most, nulls = df.groupBy(key).count().agg(F.max("count"), F.count(F.when(F.col(key).isNull(), 1))).first()
         if nulls or (most or 0) > 1:
-            raise ValueError(f"replace_keys: key {key!r} must be unique and not null in the data")
-        gone = keys.select(key).distinct().join(df.select(key), key, "left_anti")
-        source = (df.withColumn(_PRESENT, F.lit(True))
-                  .unionByName(gone.withColumn(_PRESENT, F.lit(False)), allowMissingColumns=True))
+            raise ValueError(f"replace_keys: key {key!r} is not unique or has null values in the data")
+        source = replace_keys_source(df, keys, key)
         values = {c: f"s.`{c}`" for c in df.columns}
 
         def attempt() -> WriteResult:
@@ -240,9 +238,9 @@ class DeltaSparkTableStore(TableStore):
                 return self._result(name, marker, None)
             (self._delta_table(name).alias("t")
                  .merge(source.alias("s"), f"t.`{key}` = s.`{key}`")
-                 .whenMatchedDelete(condition=f"NOT s.`{_PRESENT}`")
+                 .whenMatchedDelete(condition=f"NOT s.`{KEY_PRESENT}`")
                  .whenMatchedUpdate(set=values)
-                 .whenNotMatchedInsert(condition=f"s.`{_PRESENT}`", values=values)
+                 .whenNotMatchedInsert(condition=f"s.`{KEY_PRESENT}`", values=values)
                  .withSchemaEvolution()
                  .execute())
             return WriteResult(rows_written=df.count(), version=self.version(name))

@@ -261,13 +261,21 @@ def test_replace_keys_replaces_and_deletes_exactly_the_given_keys(store, spark):
     version = store.version("k")
 
     # 'a' gets a new row, "it's" has none left (deleted), 'new' is inserted, 'b' is untouched.
-    keys = spark.createDataFrame([("a",), ("it's",), ("new",)], "s string")
-    store.replace_keys("k", events(spark, (utc(6), 10, "a"), (utc(6), 40, "new")), key="s", keys=keys)
+    # A key of df outside `keys` ('extra') is written too; a key listed twice counts once.
+    keys = spark.createDataFrame([("a",), ("it's",), ("new",), ("new",)], "s string")
+    result = store.replace_keys("k", events(spark, (utc(6), 10, "a"), (utc(6), 40, "new"), (utc(7), 50, "extra")),
+                                key="s", keys=keys)
 
     assert store.version("k") == version + 1
-    assert {r.s: r.n for r in store.read("k").collect()} == {"a": 10, "b": 2, "new": 40}
+    assert result.rows_written == 3
+    rows = store.read("k").select("s", "n", F.unix_micros("ts").alias("ts")).collect()
+    assert sorted((r.s, r.n, r.ts) for r in rows) == sorted(
+        [("a", 10, micros(utc(6))), ("b", 2, micros(utc(5))), ("new", 40, micros(utc(6))),
+         ("extra", 50, micros(utc(7)))])
     with pytest.raises(ValueError, match="not unique"):
         store.replace_keys("k", events(spark, (utc(6), 1, "a"), (utc(6), 2, "a")), key="s", keys=keys)
+    with pytest.raises(ValueError, match="null"):
+        store.replace_keys("k", events(spark, (utc(6), 1, None)), key="s", keys=keys)
     assert store.version("k") == version + 1
 
 
