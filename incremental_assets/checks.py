@@ -86,7 +86,9 @@ def evaluation_events(context: AssetCheckExecutionContext, outcomes_by_check: di
     outcome (passed, metadata, description; optionally severity, and the partition it is about).
     An evaluation of the whole asset is linked to the asset's latest materialization; one of a
     partition is not linked (finding each hour's own would read every event of a ranged run)."""
-    assets_def, latest = context.op_execution_context.assets_def, latest_materializations(context)
+    assets_def = context.op_execution_context.assets_def
+    whole_asset = any(not o.get("partition") for outcomes in outcomes_by_check.values() for o in outcomes)
+    latest = latest_materializations(context) if whole_asset else {}
     for key, outcomes in outcomes_by_check.items():
         yield Output(None, output_name=assets_def.get_output_name_for_asset_check_key(key))
         for outcome in outcomes:

@@ -11,7 +11,7 @@ from incremental_assets.partitions import daily_partitions, hourly_partitions
 hourly_job = define_asset_job(
     HOURLY_JOB, selection=AssetSelection.assets(*HOURLY_ASSET_DEFS) | AssetSelection.checks(SOURCE_CHECK),
     partitions_def=hourly_partitions,
-    description="The load-hour assets for a range of closed load hours (one Spark job); the source's column check.")
+    description="The load-hour assets for a range of closed load hours (one step); the source's column check.")
 # The every-day invariant (aggregated + pending = filtered) holds once all days of a late-days
 # plan are rebuilt, so it runs with attributes (after them), not after each daily range.
 daily_job = define_asset_job(
@@ -20,6 +20,7 @@ daily_job = define_asset_job(
     description="daily_aggregates for a range of event days, each rebuilt whole.")
 attributes_job = define_asset_job(
     ATTRIBUTES_JOB, selection=AssetSelection.assets(attributes) | AssetSelection.checks(DAILY_INVARIANT),
-    description="attributes, dropped and recomputed from daily_aggregates; then the daily invariant check.")
+    description="attributes of the users whose daily rows changed (every user when attributes_as_of "
+                "moved, or with run_type full), from daily_aggregates; then the daily invariant check.")
 
 ASSET_JOBS = [hourly_job, daily_job, attributes_job]
