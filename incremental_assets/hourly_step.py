@@ -122,12 +122,18 @@ def compute(warehouse: WarehouseResource, start: datetime, end: datetime) -> Hou
     dominated_rows = RowRange("load_tstamp", end, end + lookback, key="event_id", values=tuple(dominated_ids))
 
     # Sessions (rules 4): the window's, and those of removed copies, from all their events.
-    stored = _read_or_empty(warehouse, LIFECYCLE, LIFECYCLE_SCHEMA)
+    queued = materialized(_read_or_empty(warehouse, SESSIONS_TO_REFILTER, REFILTER_SCHEMA))
+    # Every use of the stored sessions below is about a session of a kept row, of a removed copy
+    # or of the queue: those rows are read once, so no join below broadcasts or shuffles the
+    # whole sessions table (it grows with the history; the window's sessions do not).
+    near = (kept.select("domain_sessionid").unionByName(dominated.select("domain_sessionid"))
+            .unionByName(queued.select("domain_sessionid")))  # a semi-join needs no distinct
+    stored = materialized(_read_or_empty(warehouse, LIFECYCLE, LIFECYCLE_SCHEMA)
+                          .join(near, "domain_sessionid", "left_semi"))
     to_update = sessions_needing_update(kept, stored, max_session_days=settings.max_session_days)
     of_removed = (dominated.select("domain_sessionid").distinct()
                   .join(stored.select("domain_sessionid", "first_load_tstamp"), "domain_sessionid", "left")
                   .select("domain_sessionid", F.col("first_load_tstamp").alias("scan_from")))
-    queued = materialized(_read_or_empty(warehouse, SESSIONS_TO_REFILTER, REFILTER_SCHEMA))
     touched_from = materialized(
         to_update.unionByName(of_removed)
         .unionByName(queued.select("domain_sessionid", F.col("changed_from").alias("scan_from")))
@@ -176,7 +182,8 @@ def compute(warehouse: WarehouseResource, start: datetime, end: datetime) -> Hou
         refiltered=tuple(sorted({r.append_id for r in queued.select("append_id").distinct().collect()}
                                 | ({append_id} if changed else set()))),
         counts_range=counts_range,
-        materialized=[validated.checked, kept, dominated, queued, touched_from, session_events, lifecycle, filtered],
+        materialized=[validated.checked, kept, dominated, queued, stored, touched_from, session_events, lifecycle,
+                      filtered],
         facts={"scan_from": scan_from.isoformat(), "copies_dominated": len(dominated_ids),
                "sessions_changed": len(changed_ids)})
 
