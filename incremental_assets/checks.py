@@ -4,9 +4,10 @@
 In a run a check looks at what the run wrote (the range in its partition-range tags);
 launched on its own (the asset's Checks tab) it looks at the whole table.
 
-- `event_id_unique` (base_events, filtered_events; partitioned, blocking): no event_id twice
-  within `dedupe_lookback_days` (one copy of each event). In a run: one result per load hour,
-  its rows against every row loaded within the look-back on either side of the run's window.
+- `event_id_unique` (base_events, filtered_events; partitioned, blocking; one step and one
+  Spark query for both): no event_id twice within `dedupe_lookback_days` (one copy of each
+  event). In a run: one result per load hour, its rows against every row loaded within the
+  look-back on either side of the run's window.
 - `end_after_start` (sessions_lifecycle_manifest): end_tstamp >= start_tstamp.
 - `rows_aggregated_plus_pending_equal_filtered` (daily_aggregates): for every event day,
   rows aggregated + rows pending = filtered rows (filtered_events_counts against
@@ -25,7 +26,9 @@ asset records finds the same materialization.
 """
 
 
+import functools
 from datetime import datetime, timedelta, timezone
+from typing import Sequence
 
 from dagster import (
     AssetCheckEvaluation,
@@ -43,11 +46,19 @@ from dagster import (
 from dagster._core.definitions.asset_checks.asset_check_evaluation import (
     AssetCheckEvaluationTargetMaterializationData as CheckedMaterialization,
 )
-from pyspark.sql import Window
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from incremental_assets.ledger import rows_accounted_for
-from incremental_assets.names import ALL_ASSETS, PARTITION_TAG, RANGE_END_TAG, RANGE_START_TAG, SOURCE_EVENTS
+from incremental_assets.names import (
+    ALL_ASSETS,
+    BASE_EVENTS,
+    FILTERED_EVENTS,
+    PARTITION_TAG,
+    RANGE_END_TAG,
+    RANGE_START_TAG,
+    SOURCE_EVENTS,
+)
 from incremental_assets.partitions import HOUR, hourly_partitions, parse_hour_key
 from incremental_assets.planning.processing_manifest import ItemStatus
 from resources.manifest import lock_age, split_item_id
@@ -108,10 +119,10 @@ def only_check(context: AssetCheckExecutionContext) -> AssetCheckKey:
 COUNT_NAMES = ("rows_checked", "duplicate_event_ids", "null_event_ids")
 
 
-def _flagged_rows(warehouse: WarehouseResource, table: str, window: tuple[datetime, datetime] | None):
-    """Rows of the window (every row without one) with `close`: another copy of the event_id
-    loaded within dedupe_lookback_days (docs/rules.md 3); rows of the look-back on either side
-    of the window are compared, not counted."""
+def _rows_to_compare(warehouse: WarehouseResource, table: str, window: tuple[datetime, datetime] | None):
+    """event_id and load_tstamp of the table's rows a check compares, tagged with the table:
+    every row without a window; with one, the window's rows and the look-back rows on either
+    side that share an event_id with them."""
     lookback, tables, columns = warehouse.settings.dedupe_lookback, warehouse.tables, ["event_id", "load_tstamp"]
     if window is None:
         rows = tables.read(table, columns=columns)
@@ -124,8 +135,18 @@ def _flagged_rows(warehouse: WarehouseResource, table: str, window: tuple[dateti
         rows = (tables.read_range(table, "load_tstamp", start - lookback, end + lookback, columns=columns)
                 .join(in_window.select("event_id"), "event_id", "left_semi")
                 .unionByName(in_window.where(F.col("event_id").isNull())))
-    previous = F.lag("load_tstamp").over(Window.partitionBy("event_id").orderBy("load_tstamp"))
-    following = F.lead("load_tstamp").over(Window.partitionBy("event_id").orderBy("load_tstamp"))
+    return rows.withColumn("table", F.lit(table))
+
+
+def _flagged_rows(warehouse: WarehouseResource, tables: Sequence[str], window: tuple[datetime, datetime] | None):
+    """Rows of the tables in the window (every row without one) with `close`: another copy of
+    the event_id in the same table loaded within dedupe_lookback_days (docs/rules.md 3); rows of
+    the look-back on either side of the window are compared, not counted. The tables' rows are
+    one union, sorted by one window function (one shuffle for all of them)."""
+    rows = functools.reduce(DataFrame.unionByName, [_rows_to_compare(warehouse, t, window) for t in tables])
+    lookback = warehouse.settings.dedupe_lookback
+    copies = Window.partitionBy("table", "event_id").orderBy("load_tstamp")
+    previous, following = F.lag("load_tstamp").over(copies), F.lead("load_tstamp").over(copies)
     limit = F.make_dt_interval(secs=F.lit(int(lookback.total_seconds())))
     close = (F.col("load_tstamp") < previous + limit) | (following < F.col("load_tstamp") + limit)
     # The first copy of its event_id in its load hour: the look-back is at least a day, so the
@@ -146,26 +167,34 @@ def _duplicate_counts(by_hour: bool):
             F.count(F.when(F.col("event_id").isNull(), 1)).alias("null_event_ids")]
 
 
-def event_id_duplicates(warehouse: WarehouseResource, table: str,
-                        window: tuple[datetime, datetime] | None) -> dict[str, int]:
-    """Rows checked, event_ids held twice within dedupe_lookback_days of each other (the copies
-    of one event), and rows without an event_id: in the window, or in the whole table."""
-    if not warehouse.tables.exists(table):
-        return dict.fromkeys(COUNT_NAMES, 0)
-    totals = _flagged_rows(warehouse, table, window).agg(*_duplicate_counts(by_hour=False)).first()
-    return {name: int(totals[name] or 0) for name in COUNT_NAMES}
+def event_id_duplicates(warehouse: WarehouseResource, tables: Sequence[str],
+                        window: tuple[datetime, datetime] | None) -> dict[str, dict[str, int]]:
+    """Per table: rows checked, event_ids held twice within dedupe_lookback_days of each other
+    (the copies of one event), and rows without an event_id; in the window, or in the whole
+    table. A table that does not exist yet has none."""
+    counts = {table: dict.fromkeys(COUNT_NAMES, 0) for table in tables}
+    existing = [table for table in tables if warehouse.tables.exists(table)]
+    if existing:
+        for row in _flagged_rows(warehouse, existing, window).groupBy("table").agg(
+                *_duplicate_counts(by_hour=False)).collect():
+            counts[row["table"]] = {name: int(row[name] or 0) for name in COUNT_NAMES}
+    return counts
 
 
-def event_id_duplicates_by_hour(warehouse: WarehouseResource, table: str,
-                                window: tuple[datetime, datetime]) -> dict[datetime, dict[str, int]]:
-    """The same counts for each load hour of the window (hours without rows have none)."""
-    if not warehouse.tables.exists(table):
-        return {}
-    rows = (_flagged_rows(warehouse, table, window)
-            .groupBy(F.date_trunc("hour", "load_tstamp").alias("hour")).agg(*_duplicate_counts(by_hour=True))
-            .collect())
-    return {row.hour.replace(tzinfo=timezone.utc): {name: int(row[name] or 0) for name in COUNT_NAMES}
-            for row in rows}  # Spark returns UTC here (session and process zone)
+def event_id_duplicates_by_hour(warehouse: WarehouseResource, tables: Sequence[str],
+                                window: tuple[datetime, datetime]) -> dict[str, dict[datetime, dict[str, int]]]:
+    """The same counts per table and load hour of the window (hours without rows have none), in
+    one query."""
+    counts = {table: {} for table in tables}
+    existing = [table for table in tables if warehouse.tables.exists(table)]
+    if existing:
+        hour = F.date_trunc("hour", "load_tstamp").alias("hour")
+        for row in _flagged_rows(warehouse, existing, window).groupBy("table", hour).agg(
+                *_duplicate_counts(by_hour=True)).collect():
+            # Spark returns UTC here (session and process zone)
+            counts[row["table"]][row.hour.replace(tzinfo=timezone.utc)] = {
+                name: int(row[name] or 0) for name in COUNT_NAMES}
+    return counts
 
 
 def _unique_outcome(counts: dict[str, int], scope: str) -> dict:
@@ -176,35 +205,32 @@ def _unique_outcome(counts: dict[str, int], scope: str) -> dict:
                     f"event_id(s) in {counts['rows_checked']} rows ({scope})")
 
 
-def event_id_unique_results(context: AssetCheckExecutionContext, warehouse: WarehouseResource, table: str):
-    """One result per load hour of the run (each hour's own rows against the look-back); launched
-    outside a partitioned run, one result for the whole table."""
-    op_context, key = context.op_execution_context, only_check(context)
+@multi_asset_check(
+    specs=[AssetCheckSpec("event_id_unique", asset=table, partitions_def=hourly_partitions, blocking=True,
+                          description=f"Each event_id of {table} at most once within dedupe_lookback_days and "
+                                      "never null (the first-loaded copy wins); one result per load hour. "
+                                      "Blocking: a failure fails the run.")
+           for table in (BASE_EVENTS, FILTERED_EVENTS)],
+    can_subset=True,
+)
+def event_id_unique(context: AssetCheckExecutionContext, warehouse: WarehouseResource):
+    """Both tables in one step and one Spark query. In a partitioned run, one result per load
+    hour of the run (each hour's own rows against the look-back); launched outside one, one
+    result for the whole table."""
+    op_context = context.op_execution_context
+    keys = {key.asset_key.path[-1]: key for key in context.selected_asset_check_keys}
     if not (op_context.has_partition_key or op_context.has_partition_key_range):
-        yield from evaluation_events(context, {key: [_unique_outcome(event_id_duplicates(warehouse, table, None),
-                                                                     "whole table")]})
+        counts = event_id_duplicates(warehouse, sorted(keys), None)
+        yield from evaluation_events(context, {key: [_unique_outcome(counts[table], "whole table")]
+                                               for table, key in keys.items()})
         return
-    keys = op_context.partition_keys
-    window = (parse_hour_key(keys[0]), parse_hour_key(keys[-1]) + HOUR)
-    by_hour = event_id_duplicates_by_hour(warehouse, table, window)
+    partitions = op_context.partition_keys
+    window = (parse_hour_key(partitions[0]), parse_hour_key(partitions[-1]) + HOUR)
+    by_hour = event_id_duplicates_by_hour(warehouse, sorted(keys), window)
     yield from evaluation_events(context, {key: [
-        {**_unique_outcome(by_hour.get(parse_hour_key(partition), dict.fromkeys(COUNT_NAMES, 0)),
+        {**_unique_outcome(by_hour[table].get(parse_hour_key(partition), dict.fromkeys(COUNT_NAMES, 0)),
                            f"loads of {partition}"), "partition": partition}
-        for partition in keys]})
-
-
-@asset_check(asset="base_events", name="event_id_unique", partitions_def=hourly_partitions, blocking=True,
-             description="Each event_id at most once and never null (the first-loaded copy wins); "
-                         "one result per load hour. Blocking: a failure fails the run.")
-def base_events_event_id_unique(context: AssetCheckExecutionContext, warehouse: WarehouseResource):
-    yield from event_id_unique_results(context, warehouse, "base_events")
-
-
-@asset_check(asset="filtered_events", name="event_id_unique", partitions_def=hourly_partitions, blocking=True,
-             description="Each event_id at most once and never null; one result per load hour. "
-                         "Blocking: a failure fails the run.")
-def filtered_events_event_id_unique(context: AssetCheckExecutionContext, warehouse: WarehouseResource):
-    yield from event_id_unique_results(context, warehouse, "filtered_events")
+        for partition in partitions] for table, key in keys.items()})
 
 
 # -- sessions: end after start -----------------------------------------------------------
@@ -349,5 +375,5 @@ def source_columns_unchanged(context: AssetCheckExecutionContext):
 
 DAILY_INVARIANT = daily_rows_accounted_for
 SOURCE_CHECK = source_columns_unchanged
-CHECKS = [source_columns_unchanged, base_events_event_id_unique, filtered_events_event_id_unique, sessions_end_after_start,
-          daily_rows_accounted_for, no_stale_locks]
+CHECKS = [source_columns_unchanged, event_id_unique, sessions_end_after_start, daily_rows_accounted_for,
+          no_stale_locks]

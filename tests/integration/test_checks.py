@@ -5,6 +5,7 @@ the event_id and session checks run Spark on a few rows. Checks inside real runs
 exercised by test_sensors.py (every run there must pass all of its checks).
 """
 
+import random
 from datetime import date, datetime, timedelta, timezone
 
 import pyarrow as pa
@@ -123,58 +124,77 @@ def test_duplicate_event_ids_are_found_in_the_window_and_its_look_back(spark, wa
     warehouse.tables.overwrite("base_events", df)
     utc = timezone.utc
     window = (datetime(2026, 1, 6, 3, tzinfo=utc), datetime(2026, 1, 6, 4, tzinfo=utc))
-    assert checks.event_id_duplicates(warehouse, "base_events", window) == {
-        "rows_checked": 3, "duplicate_event_ids": 1, "null_event_ids": 1}
-    assert checks.event_id_duplicates(warehouse, "base_events", None) == {
-        "rows_checked": 9, "duplicate_event_ids": 2, "null_event_ids": 1}
+    assert checks.event_id_duplicates(warehouse, ["base_events"], window) == {"base_events": {
+        "rows_checked": 3, "duplicate_event_ids": 1, "null_event_ids": 1}}
+    assert checks.event_id_duplicates(warehouse, ["base_events"], None) == {"base_events": {
+        "rows_checked": 9, "duplicate_event_ids": 2, "null_event_ids": 1}}
     # Per load hour of a window (the partitioned check's results): each hour's own rows.
     day10 = (datetime(2026, 1, 10, 3, tzinfo=utc), datetime(2026, 1, 10, 6, tzinfo=utc))
-    assert checks.event_id_duplicates_by_hour(warehouse, "base_events", day10) == {
+    assert checks.event_id_duplicates_by_hour(warehouse, ["base_events"], day10) == {"base_events": {
         datetime(2026, 1, 10, 3, tzinfo=utc): {"rows_checked": 1, "duplicate_event_ids": 1, "null_event_ids": 0},
-        datetime(2026, 1, 10, 4, tzinfo=utc): {"rows_checked": 1, "duplicate_event_ids": 1, "null_event_ids": 0}}
-    result = invoke(checks.base_events_event_id_unique, warehouse)
-    assert not result.passed and values(result)["duplicate_event_ids"] == 2
-    assert values(result)["scope"] == "whole table"
-    result = invoke(checks.filtered_events_event_id_unique, warehouse)
-    assert result.passed  # no table yet: nothing to check
+        datetime(2026, 1, 10, 4, tzinfo=utc): {"rows_checked": 1, "duplicate_event_ids": 1, "null_event_ids": 0}}}
+    results = {e.asset_key.path[-1]: e for e in run_check(checks.event_id_unique, warehouse)}
+    assert not results["base_events"].passed and values(results["base_events"])["duplicate_event_ids"] == 2
+    assert values(results["base_events"])["scope"] == "whole table"
+    assert results["filtered_events"].passed  # no table yet: nothing to check
+
+    # Both tables in one query, each compared with itself only: filtered_events' "a" (loaded on
+    # the 5th) is not a copy of base_events' "a" of the 6th.
+    filtered = [("a", ts(5, 1)), ("d", ts(10, 3)), ("d", ts(10, 4))]
+    warehouse.tables.overwrite("filtered_events", spark.createDataFrame(filtered, "event_id string, load_tstamp timestamp"))
+    assert checks.event_id_duplicates(warehouse, ["base_events", "filtered_events"], None) == {
+        "base_events": {"rows_checked": 9, "duplicate_event_ids": 2, "null_event_ids": 1},
+        "filtered_events": {"rows_checked": 3, "duplicate_event_ids": 1, "null_event_ids": 0}}
+    assert checks.event_id_duplicates_by_hour(warehouse, ["base_events", "filtered_events"], window) == {
+        "base_events": {window[0]: {"rows_checked": 3, "duplicate_event_ids": 1, "null_event_ids": 1}},
+        "filtered_events": {}}
+    results = {e.asset_key.path[-1]: e for e in run_check(checks.event_id_unique, warehouse)}
+    assert not results["filtered_events"].passed and values(results["filtered_events"])["duplicate_event_ids"] == 1
 
 
 @pytest.mark.spark
 def test_duplicates_per_hour_equal_a_count_made_in_python(spark, warehouse, monkeypatch):
     """Random copies (several in one hour, ties, copies just inside and just outside the look-back,
     null ids): each hour's counts equal those counted here row against row."""
-    import random
-
     monkeypatch.setenv("INCREMENTAL_DEDUPE_LOOKBACK_DAYS", "1")
-    rng, start = random.Random(7), datetime(2026, 1, 6)
+    utc, lookback = timezone.utc, timedelta(days=1)
+    window = (datetime(2026, 1, 7, tzinfo=utc), datetime(2026, 1, 9, tzinfo=utc))
+    expected = {}
+    for table, seed in (("base_events", 7), ("filtered_events", 8)):  # the same ids in both tables
+        rows = random_copies(random.Random(seed), datetime(2026, 1, 6))
+        warehouse.tables.overwrite(table, spark.createDataFrame(rows, "event_id string, load_tstamp timestamp"))
+        expected[table] = duplicates_by_hour(rows, window, lookback)
+        assert any(c["duplicate_event_ids"] for c in expected[table].values())
+    assert checks.event_id_duplicates_by_hour(warehouse, ["base_events", "filtered_events"], window) == expected
+
+
+def random_copies(rng, start: datetime) -> list:
     rows = []
-    for n in range(300):
+    for _ in range(300):
         event_id = None if rng.random() < 0.03 else f"e{rng.randrange(120)}"
         at = start + timedelta(minutes=rng.randrange(4 * 24 * 60))
         rows.append((event_id, at))
         if rng.random() < 0.1:  # a copy at the same instant
             rows.append((event_id, at))
-    df = spark.createDataFrame(rows, "event_id string, load_tstamp timestamp")
-    warehouse.tables.overwrite("base_events", df)
-    utc, lookback = timezone.utc, timedelta(days=1)
-    window = (datetime(2026, 1, 7, tzinfo=utc), datetime(2026, 1, 9, tzinfo=utc))
+    return rows
 
-    expected = {}
+
+def duplicates_by_hour(rows: list, window: tuple[datetime, datetime], lookback: timedelta) -> dict:
+    """The documented counts per load hour of the window, row against row."""
+    counts_by_hour = {}
     for i, (event_id, at) in enumerate(rows):
-        hour = at.replace(minute=0, tzinfo=utc)
+        hour = at.replace(minute=0, tzinfo=timezone.utc)
         if not window[0] <= hour < window[1]:
             continue
-        counts = expected.setdefault(hour, {"rows_checked": 0, "duplicate_ids": set(), "null_event_ids": 0})
+        counts = counts_by_hour.setdefault(hour, {"rows_checked": 0, "duplicate_ids": set(), "null_event_ids": 0})
         counts["rows_checked"] += 1
         if event_id is None:
             counts["null_event_ids"] += 1
         elif any(j != i and other == event_id and abs(other_at - at) < lookback
                  for j, (other, other_at) in enumerate(rows)):
             counts["duplicate_ids"].add(event_id)
-    expected = {hour: {"rows_checked": c["rows_checked"], "duplicate_event_ids": len(c["duplicate_ids"]),
-                       "null_event_ids": c["null_event_ids"]} for hour, c in expected.items()}
-    assert any(c["duplicate_event_ids"] for c in expected.values())
-    assert checks.event_id_duplicates_by_hour(warehouse, "base_events", window) == expected
+    return {hour: {"rows_checked": c["rows_checked"], "duplicate_event_ids": len(c["duplicate_ids"]),
+                   "null_event_ids": c["null_event_ids"]} for hour, c in counts_by_hour.items()}
 
 
 @pytest.mark.spark
