@@ -167,17 +167,26 @@ def _duplicate_counts(by_hour: bool):
             F.count(F.when(F.col("event_id").isNull(), 1)).alias("null_event_ids")]
 
 
+def _duplicate_rows(warehouse: WarehouseResource, tables: Sequence[str], window, *groups) -> list:
+    """The counts of the tables that exist, grouped by table and `groups`, in one query."""
+    existing = [table for table in tables if warehouse.tables.exists(table)]
+    if not existing:
+        return []
+    return (_flagged_rows(warehouse, existing, window).groupBy("table", *groups)
+            .agg(*_duplicate_counts(by_hour=bool(groups))).collect())
+
+
+def _counts(row) -> dict[str, int]:
+    return {name: int(row[name] or 0) for name in COUNT_NAMES}
+
+
 def event_id_duplicates(warehouse: WarehouseResource, tables: Sequence[str],
                         window: tuple[datetime, datetime] | None) -> dict[str, dict[str, int]]:
     """Per table: rows checked, event_ids held twice within dedupe_lookback_days of each other
     (the copies of one event), and rows without an event_id; in the window, or in the whole
     table. A table that does not exist yet has none."""
     counts = {table: dict.fromkeys(COUNT_NAMES, 0) for table in tables}
-    existing = [table for table in tables if warehouse.tables.exists(table)]
-    if existing:
-        for row in _flagged_rows(warehouse, existing, window).groupBy("table").agg(
-                *_duplicate_counts(by_hour=False)).collect():
-            counts[row["table"]] = {name: int(row[name] or 0) for name in COUNT_NAMES}
+    counts.update({row["table"]: _counts(row) for row in _duplicate_rows(warehouse, tables, window)})
     return counts
 
 
@@ -186,14 +195,10 @@ def event_id_duplicates_by_hour(warehouse: WarehouseResource, tables: Sequence[s
     """The same counts per table and load hour of the window (hours without rows have none), in
     one query."""
     counts = {table: {} for table in tables}
-    existing = [table for table in tables if warehouse.tables.exists(table)]
-    if existing:
-        hour = F.date_trunc("hour", "load_tstamp").alias("hour")
-        for row in _flagged_rows(warehouse, existing, window).groupBy("table", hour).agg(
-                *_duplicate_counts(by_hour=True)).collect():
-            # Spark returns UTC here (session and process zone)
-            counts[row["table"]][row.hour.replace(tzinfo=timezone.utc)] = {
-                name: int(row[name] or 0) for name in COUNT_NAMES}
+    hour = F.date_trunc("hour", "load_tstamp").alias("hour")
+    for row in _duplicate_rows(warehouse, tables, window, hour):
+        # Spark returns UTC here (session and process zone)
+        counts[row["table"]][row.hour.replace(tzinfo=timezone.utc)] = _counts(row)
     return counts
 
 

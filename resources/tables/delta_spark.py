@@ -226,7 +226,9 @@ class DeltaSparkTableStore(TableStore):
     def replace_keys(self, name, df, *, key, keys) -> WriteResult:
         check_identifier(key, "key column")
         check_columns_present(df.columns, [key], f"replace_keys {name}")
-        most, nulls = df.groupBy(key).count().agg(F.max("count"), F.count(F.when(F.col(key).isNull(), 1))).first()
+        # One Spark job checks the keys and counts the rows.
+        most, nulls, rows = df.groupBy(key).count().agg(
+            F.max("count"), F.count(F.when(F.col(key).isNull(), 1)), F.sum("count")).first()
         if nulls or (most or 0) > 1:
             raise ValueError(f"replace_keys: key {key!r} is not unique or has null values in the data")
         source = replace_keys_source(df, keys, key)
@@ -243,7 +245,7 @@ class DeltaSparkTableStore(TableStore):
                  .whenNotMatchedInsert(condition=f"s.`{KEY_PRESENT}`", values=values)
                  .withSchemaEvolution()
                  .execute())
-            return WriteResult(rows_written=df.count(), version=self.version(name))
+            return WriteResult(rows_written=rows or 0, version=self.version(name))
 
         return self._commit(attempt)
 
