@@ -66,15 +66,16 @@ from resources.tables.direct_write import (
 from resources.tables.staging import StagedRows, delta_field, stats_columns as stats_columns_of, stats_configuration
 
 
-def _check_unique_non_null_keys(data: pa.Table, keys: Sequence[str]) -> None:
+def _check_unique_non_null_keys(data: pa.Table, keys: Sequence[str], what: str) -> None:
+    """Refuse a write whose keys would match a target row twice or never (`what` names it)."""
     for key in keys:
         if data.column(key).null_count:
-            raise ValueError(f"merge: key column {key!r} has null values (null keys never match)")
+            raise ValueError(f"{what}: key column {key!r} has null values (null keys never match)")
     counts = data.group_by(list(keys)).aggregate([([], "count_all")])
     duplicates = counts.filter(pc.greater(counts["count_all"], 1))
     if duplicates.num_rows:
         first = {k: duplicates.column(k)[0].as_py() for k in keys}
-        raise ValueError(f"merge: keys {list(keys)} are not unique in the data; e.g. {first} "
+        raise ValueError(f"{what}: keys {list(keys)} are not unique in the data; e.g. {first} "
                          f"appears {duplicates['count_all'][0].as_py()} times")
 
 
@@ -320,7 +321,7 @@ class DeltaRsTableStore(TableStore):
         source = replace_keys_source(df, keys, key)
         with self._stage(source) as data:
             present = data.columns([key, KEY_PRESENT])
-            _check_unique_non_null_keys(present.filter(present[KEY_PRESENT]), [key])
+            _check_unique_non_null_keys(present.filter(present[KEY_PRESENT]), [key], f"replace_keys {name}")
             written = pc.sum(present[KEY_PRESENT].cast(pa.int64())).as_py() or 0
             values = {c: f's."{c}"' for c in columns}
 
@@ -350,7 +351,7 @@ class DeltaRsTableStore(TableStore):
         with self._stage(df) as data:
             check_columns_present(data.column_names, keys, f"merge {name}")
             partition_by = self._check_partition_by(partition_by, data.column_names)
-            _check_unique_non_null_keys(data.columns(keys), keys)
+            _check_unique_non_null_keys(data.columns(keys), keys, f"merge {name}")
             on_keys = " AND ".join(f't."{k}" = s."{k}"' for k in keys)
 
             def attempt() -> WriteResult:

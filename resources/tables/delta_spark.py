@@ -230,7 +230,7 @@ class DeltaSparkTableStore(TableStore):
         most, nulls, rows = df.groupBy(key).count().agg(
             F.max("count"), F.count(F.when(F.col(key).isNull(), 1)), F.sum("count")).first()
         if nulls or (most or 0) > 1:
-            raise ValueError(f"replace_keys: key {key!r} is not unique or has null values in the data")
+            raise ValueError(f"replace_keys {name}: key {key!r} is not unique or has null values in the data")
         source = replace_keys_source(df, keys, key)
         values = {c: f"s.`{c}`" for c in df.columns}
 
@@ -261,10 +261,10 @@ class DeltaSparkTableStore(TableStore):
         most, rows, null_keys = key_counts.agg(
             F.max("count"), F.sum("count"), F.count(F.when(any_null_key, 1))).first()
         if null_keys:
-            raise ValueError(f"merge: key columns {keys} have null values (null keys never match)")
+            raise ValueError(f"merge {name}: key columns {keys} have null values (null keys never match)")
         if most and most > 1:
             duplicate = key_counts.where(F.col("count") > 1).first()
-            raise ValueError(f"merge: keys {keys} are not unique in the data; e.g. "
+            raise ValueError(f"merge {name}: keys {keys} are not unique in the data; e.g. "
                              f"{ {k: duplicate[k] for k in keys} } appears {duplicate['count']} times")
         on_keys = " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys)
 
