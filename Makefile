@@ -89,7 +89,9 @@ soak: setup
 	SOAK_HOURS=$(SOAK_HOURS) $(BIN)/python -m pytest tests/reliability/test_soak.py tests/reliability/test_clean_exit.py -p no:cacheprovider
 
 # The benchmark's extra: DuckDB (the single-machine baseline it compares with; `make test`
-# installs it too, to test that baseline) and the Spark Connect client.
+# installs it too, to test that baseline), the Spark Connect client, and Dagster's PostgreSQL
+# storage (with BENCH_ARGS="--dagster-storage postgres" the benchmark starts a PostgreSQL
+# server from the OS's binaries for its instances).
 BENCH_STAMP := $(VENV)/.bench-installed
 $(BENCH_STAMP): $(STAMP)
 	$(BIN)/pip install -q -e '.[test,bench]'

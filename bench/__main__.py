@@ -2,6 +2,11 @@
 
     python -m bench [--events 10000000] [--days 30] [--repeats 3] [--small] [--maintenance-hours 300]
                     [--long-history-days 300] [--long-history-events 30000] [--out bench/RESULTS.md]
+                    [--dagster-storage postgres|sqlite]
+
+Dagster's runs and events go to SQLite files, the embedded default; `--dagster-storage postgres`
+keeps them in a PostgreSQL server as production does (bench/dagster_storage.py; the server
+binaries must be on PATH).
 
 Steps (each figure is the median of --repeats runs, with min and max):
 1. generate a pool of events over days + 1 with the sample generator; the source holds the
@@ -40,6 +45,7 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from bench.dagster_storage import KINDS, DagsterStorage
 from bench.long_history import long_history
 from bench.measure import (
     BENCH_DIR,
@@ -47,7 +53,6 @@ from bench.measure import (
     Figure,
     append_hour,
     at_hour,
-    dagster_instance,
     incremental_hours,
     make_pool,
     make_source,
@@ -61,14 +66,15 @@ from bench.measure import (
 
 # -- phases ----------------------------------------------------------------------------------
 
-def full_backfill_warm(spark, work: Path, source: Path, days: int, run: int) -> tuple[float, dict, Path, object]:
+def full_backfill_warm(spark, work: Path, storage: DagsterStorage, source: Path, days: int,
+                       run: int) -> tuple[float, dict, Path, object]:
     from incremental_assets.runner import backfill
     from resources.tables import recording_scans
 
     warehouse = work / f"full_warm_{run}"
     shutil.rmtree(warehouse, ignore_errors=True)
     set_env(warehouse=warehouse, source_path=source)
-    instance = dagster_instance(work / f"full_warm_{run}_dagster")
+    instance = storage.instance(work / f"full_warm_{run}_dagster")
     since = time.time()
     with recording_scans() as scans:
         started = time.perf_counter()
@@ -80,13 +86,10 @@ def full_backfill_warm(spark, work: Path, source: Path, days: int, run: int) -> 
     return seconds, per_step(windows, scans, spark_stages(spark), since), warehouse, instance
 
 
-def full_backfill_cold(work: Path, source: Path, days: int, run: int) -> float:
+def full_backfill_cold(work: Path, storage: DagsterStorage, source: Path, days: int, run: int) -> float:
     warehouse = work / f"full_cold_{run}"
     shutil.rmtree(warehouse, ignore_errors=True)
-    home = work / f"full_cold_{run}_dagster"
-    shutil.rmtree(home, ignore_errors=True)
-    home.mkdir(parents=True)
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    home = storage.home(work / f"full_cold_{run}_dagster")
     env = {**os.environ, "INCREMENTAL_WAREHOUSE": str(warehouse), "INCREMENTAL_SOURCE_PATH": str(source),
            "DAGSTER_HOME": str(home)}
     command = [sys.executable, "-m", "incremental_assets.cli", "backfill", "--start", START.isoformat(),
@@ -257,6 +260,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--maintenance-hours", type=int, default=300,
                         help="hourly writes before the table-maintenance measurement")
     parser.add_argument("--work", default=str(BENCH_DIR / "out"))
+    parser.add_argument("--dagster-storage", choices=KINDS, default="sqlite",
+                        help="where Dagster keeps runs and events: SQLite files, the embedded default, or a "
+                             "PostgreSQL server, as in production")
     parser.add_argument("--out", default=None, help="report path (default: bench/RESULTS.md, "
                                                     "bench/RESULTS-small.md with --small); the run's raw "
                                                     "figures go beside it (.json)")
@@ -284,6 +290,12 @@ def main(argv=None) -> int:
     began = time.perf_counter()
     work = Path(args.work).resolve()
     work.mkdir(parents=True, exist_ok=True)
+    with DagsterStorage(args.dagster_storage, work / "dagster_postgres") as storage:
+        say(f"Dagster's runs and events: {storage.describe()}")
+        return run_benchmark(args, work, storage, began)
+
+
+def run_benchmark(args: argparse.Namespace, work: Path, storage: DagsterStorage, began: float) -> int:
     # Partitions start at start_date when the code location is imported: set it first.
     set_env(start_date=START.isoformat())
     # Attributes as of the day after the history (not today): their last-N-day windows hold data.
@@ -320,7 +332,7 @@ def main(argv=None) -> int:
     say(f"full backfill, warm, {args.repeats} runs")
     warm, warm_steps = Figure(), []
     for run in range(args.repeats):
-        seconds, steps, warehouse, instance = full_backfill_warm(spark, work, full_source, args.days, run)
+        seconds, steps, warehouse, instance = full_backfill_warm(spark, work, storage, full_source, args.days, run)
         warm.add(seconds)
         warm_steps.append(steps)
         if 0 < run < args.repeats - 1:  # keep the first (DuckDB's reference) and the last (history)
@@ -342,7 +354,7 @@ def main(argv=None) -> int:
             history_warehouse = work / f"history_{days}d"
             shutil.rmtree(history_warehouse, ignore_errors=True)
             set_env(warehouse=history_warehouse, source_path=sources[days])
-            history_instance = dagster_instance(work / f"history_{days}d_dagster")
+            history_instance = storage.instance(work / f"history_{days}d_dagster")
             from incremental_assets.runner import backfill
 
             say(f"history of {days} days: backfill")
@@ -354,7 +366,7 @@ def main(argv=None) -> int:
     report(results)
     if args.long_history_days:
         say(f"long history: {args.long_history_days} days at low density")
-        results["long_history"] = long_history(spark, tables, work, days=args.long_history_days,
+        results["long_history"] = long_history(spark, tables, work, storage, days=args.long_history_days,
                                                events=args.long_history_events,
                                                events_per_day=round(args.events / args.days), repeats=args.repeats)
         report(results)
@@ -382,7 +394,7 @@ def main(argv=None) -> int:
         say(f"full backfill, cold (new process), {args.repeats} runs")
         cold = Figure()
         for run in range(args.repeats):
-            cold.add(full_backfill_cold(work, full_source, args.days, run))
+            cold.add(full_backfill_cold(work, storage, full_source, args.days, run))
             say(f"  cold run {run + 1}: {cold.values[-1]:.1f} s")
         results["full_cold"] = cold
     results["complete"] = True

@@ -16,11 +16,11 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+from bench.dagster_storage import DagsterStorage
 from bench.measure import (
     SEED,
     START,
     at_hour,
-    dagster_instance,
     generated,
     incremental_hours,
     make_source,
@@ -30,8 +30,8 @@ from bench.measure import (
 )
 
 
-def long_history(spark, tables, work: Path, *, days: int, events: int, events_per_day: int,
-                 repeats: int) -> dict:
+def long_history(spark, tables, work: Path, storage: DagsterStorage, *, days: int, events: int,
+                 events_per_day: int, repeats: int) -> dict:
     from incremental_assets.names import ALL_TABLES
     from incremental_assets.runner import backfill
     from incremental_assets.settings import Settings
@@ -47,7 +47,7 @@ def long_history(spark, tables, work: Path, *, days: int, events: int, events_pe
     as_of_before = Settings.load().attributes_as_of
     set_env(warehouse=warehouse, source_path=source, attributes_as_of=(START + timedelta(days=days)).isoformat())
     try:
-        instance = dagster_instance(work / f"history_{days}d_sparse_dagster")
+        instance = storage.instance(work / f"history_{days}d_sparse_dagster")
         say(f"long history: {rows:,} rows loaded over {days} days; backfill")
         started = time.perf_counter()
         report = backfill(START, START + timedelta(days=days - 1), instance=instance, echo=lambda _: None)

@@ -42,14 +42,6 @@ def set_env(**values: str) -> None:
     os.environ.update({f"INCREMENTAL_{k.upper()}": str(v) for k, v in values.items()})
 
 
-def dagster_instance(home: Path):
-    from dagster import DagsterInstance
-
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    return DagsterInstance.local_temp(str(home), overrides={"telemetry": {"enabled": False}})
-
-
 def at_hour(day: date, hours: int = 0) -> datetime:
     return datetime.combine(day, datetime.min.time(), tzinfo=timezone.utc) + timedelta(hours=hours)
 

@@ -206,6 +206,7 @@ def write_report(results: dict, out: Path, json_path: Path | None = None, baseli
             f"- Spark: master {spark_conf.get('spark.master')}, driver memory {spark_conf.get('spark.driver.memory')}, "
             f"shuffle partitions {spark_conf.get('spark.sql.shuffle.partitions')}, AQE "
             f"{spark_conf.get('spark.sql.adaptive.enabled')}; table engine {settings.table_engine}",
+            f"- Dagster's runs and events: {args.get('dagster_storage', 'sqlite')}",
             f"- pipeline settings: days_late_allowed {settings.days_late_allowed}, max_session_days "
             f"{settings.max_session_days}, session_lookback_days {settings.session_lookback_days}, reprocess_days "
             f"{settings.reprocess_days}, min_rows_to_process {settings.min_rows_to_process}, lookback_window_hours "

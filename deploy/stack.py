@@ -120,7 +120,9 @@ class Stack:
             return
         raise RuntimeError(f"{name} did not listen on {HOST}:{port}; see {self.directory / 'logs' / (name + '.log')}")
 
-    def start_postgres(self) -> None:
+    def start_postgres(self, *, fsync: bool = False) -> None:
+        """PostgreSQL on a free port. Without `fsync` (the stack's default: its data is
+        throwaway) commits skip the disk flush a production server makes."""
         data, sockets = self.directory / "postgres", self.directory / "postgres_sockets"
         for path in (data, sockets):
             path.mkdir(parents=True, exist_ok=True)
@@ -134,7 +136,7 @@ class Stack:
         if not (data / "PG_VERSION").exists():
             _run([*run_as, "initdb", "-D", str(data), "-U", PG_USER, "-A", "trust", "--no-sync", "-E", "UTF8"])
         self.pg_port = free_port()
-        options = f"-c listen_addresses={HOST} -p {self.pg_port} -k {sockets} -c fsync=off"
+        options = f"-c listen_addresses={HOST} -p {self.pg_port} -k {sockets}" + ("" if fsync else " -c fsync=off")
         log = self.directory / "postgres" / "server.log"
         _run([*run_as, "pg_ctl", "-D", str(data), "-l", str(log), "-o", options, "-w", "start"])
         self.save()
