@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 from dagster import DagsterInstance
 
-from deploy.stack import HOST, PG_USER, Stack
+from deploy.stack import Stack
 
 KINDS = ("postgres", "sqlite")
 
@@ -60,11 +59,7 @@ class DagsterStorage:
         path.mkdir(parents=True)
         storage = ""
         if self._stack is not None:
-            database = re.sub(r"[^a-z0-9_]", "_", path.name.lower())
-            server = ["-h", HOST, "-p", str(self._stack.pg_port), "-U", PG_USER]
-            subprocess.run(["dropdb", *server, "--if-exists", database], check=True, capture_output=True)
-            subprocess.run(["createdb", *server, database], check=True, capture_output=True)
-            url = f"postgresql+psycopg2://{PG_USER}@{HOST}:{self._stack.pg_port}/{database}"
+            url = self._stack.fresh_database(re.sub(r"[^a-z0-9_]", "_", path.name.lower()))
             storage = f"storage:\n  postgres:\n    postgres_url: {url}\n"
         (path / "dagster.yaml").write_text(storage + "telemetry:\n  enabled: false\n")
         return path

@@ -86,7 +86,10 @@ class Stack:
 
     @property
     def pg_url(self) -> str:
-        return f"postgresql+psycopg2://{PG_USER}@{HOST}:{self.pg_port}/{PG_DB}"
+        return self.database_url(PG_DB)
+
+    def database_url(self, database: str) -> str:
+        return f"postgresql+psycopg2://{PG_USER}@{HOST}:{self.pg_port}/{database}"
 
     @property
     def spark_master(self) -> str:
@@ -144,6 +147,14 @@ class Stack:
                        "-tAc", f"SELECT 1 FROM pg_database WHERE datname = '{PG_DB}'"]).strip()
         if exists != "1":
             _run(["createdb", "-h", HOST, "-p", str(self.pg_port), "-U", PG_USER, PG_DB])
+
+    def fresh_database(self, database: str) -> str:
+        """An empty database named `database` on the running server (dropped first if it
+        exists); its URL."""
+        server = ["-h", HOST, "-p", str(self.pg_port), "-U", PG_USER]
+        _run(["dropdb", *server, "--if-exists", database])
+        _run(["createdb", *server, database])
+        return self.database_url(database)
 
     def spark_env(self) -> dict[str, str]:
         home = spark_home()
