@@ -40,10 +40,7 @@ class DailyResults:
 
 def aggregate_days(warehouse: WarehouseResource, first_day: date, end_day: date, run_id: str) -> DailyResults:
     tables = warehouse.tables
-    filtered = tables.read_range(FILTERED_EVENTS, "event_date", first_day, end_day) if tables.exists(
-        FILTERED_EVENTS) else None
-    if filtered is None:
-        raise FileNotFoundError(f"input table {FILTERED_EVENTS!r} does not exist yet: run the load hours first")
+    filtered = tables.read_range(FILTERED_EVENTS, "event_date", first_day, end_day)
     daily = materialized(daily_aggregates(filtered))
     ledger = rows_by_day_and_load_day(filtered).select(
         "event_date", "load_date", "rows_aggregated",

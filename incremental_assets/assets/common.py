@@ -10,6 +10,14 @@ from incremental_assets.names import RUN_LIMITS_TAG, RUN_STATE_TAG
 from incremental_assets.settings import Settings
 
 
+def require_table(warehouse, table: str, step: str, remedy: str) -> None:
+    """Fail before the step claims its manifest items when its input table does not exist yet:
+    nothing was processed, so nothing is left fail-locked for an operator to resolve."""
+    if not warehouse.tables.exists(table):
+        raise FileNotFoundError(f"{step}: input table {table!r} does not exist yet in "
+                                f"{warehouse.settings.warehouse_root}: {remedy}")
+
+
 def run_state_metadata(context, settings: Settings) -> dict[str, Any]:
     """The run's state and limits in words, as the sensor or CLI that launched it described them,
     and the settings it ran with (environment, defaults and resource config resolved)."""

@@ -6,9 +6,9 @@ recoverable (see there).
 
 from datetime import date, datetime, timezone
 
-from dagster import AssetDep, AssetExecutionContext, AssetKey, MetadataValue, asset
+from dagster import AssetDep, AssetExecutionContext, AssetKey, MetadataValue, RetryRequested, asset
 
-from incremental_assets.assets.common import run_state_metadata, schema_metadata
+from incremental_assets.assets.common import require_table, run_state_metadata, schema_metadata
 from incremental_assets.daily_steps import (
     DayFigures,
     aggregate_days,
@@ -25,8 +25,15 @@ from incremental_assets.names import (
     USERS_TO_REFRESH,
 )
 from incremental_assets.partitions import LOAD_SETTINGS, daily_partitions, day_key, filtered_hours_of_day, single_run
+from resources.manifest import ItemLockedError
 from resources.manifest_io_manager import TableOutput, TableWrite, claimed
 from resources.warehouse import WarehouseResource
+
+# attributes is one manifest item for every user. A second attributes run (the sensor's beside
+# the midnight schedule's, or one launched by hand) waits for the run that holds it, then
+# computes what is left: the queue of users it did not consume, or a day that moved.
+LOCK_WAIT_SECONDS = 30
+LOCK_WAIT_RETRIES = 20
 
 
 @asset(
@@ -45,6 +52,7 @@ from resources.warehouse import WarehouseResource
 def daily_aggregates(context: AssetExecutionContext, warehouse: WarehouseResource) -> TableOutput:
     window = context.partition_time_window
     first_day, end_day = window.start.date(), window.end.date()
+    require_table(warehouse, FILTERED_EVENTS, DAILY_AGGREGATES, "run the load hours (hourly_job) first")
     with claimed(context, warehouse, [DAILY_AGGREGATES]) as claim:
         results = aggregate_days(warehouse, first_day, end_day, context.run_id)
         _add_day_metadata(context, figures_by_day(warehouse, results, first_day, end_day))
@@ -91,19 +99,28 @@ def attributes_as_of(context: AssetExecutionContext, warehouse: WarehouseResourc
     metadata={"table": ATTRIBUTES, "write": "replace_keys", "key": "domain_userid"},
 )
 def attributes(context: AssetExecutionContext, warehouse: WarehouseResource) -> TableOutput:
-    with claimed(context, warehouse, [ATTRIBUTES]) as claim:
-        as_of = attributes_as_of(context, warehouse)
-        update = attributes_update(warehouse, as_of, warehouse.settings.run_type)
-        after = [TableWrite(USERS_TO_REFRESH, None, "delete", key="append_id", keys=update.consumed)] \
-            if update.consumed else []
-        last_day = last_event_day(warehouse)
-        context.log.info(f"attributes as of {as_of}: {update.how}")
-        return TableOutput(df=update.rows, claim=claim, write="overwrite" if update.full else None,
-                           keys=update.keys, after=after, metadata={
-                               **run_state_metadata(context, warehouse.settings), **schema_metadata(update.rows),
-                               "attributes_as_of": str(as_of), "run_type": warehouse.settings.run_type,
-                               "how": update.how, "last_event_day": str(last_day),
-                               **as_of_warning(context, as_of, last_day)})
+    require_table(warehouse, DAILY_AGGREGATES, ATTRIBUTES, "materialize daily_aggregates (daily_job) first")
+    try:
+        with claimed(context, warehouse, [ATTRIBUTES]) as claim:
+            return _attributes_output(context, warehouse, claim)
+    except ItemLockedError as exc:
+        context.log.info(f"{exc}: waiting for it, trying again in {LOCK_WAIT_SECONDS} s")
+        raise RetryRequested(max_retries=LOCK_WAIT_RETRIES, seconds_to_wait=LOCK_WAIT_SECONDS) from exc
+
+
+def _attributes_output(context: AssetExecutionContext, warehouse: WarehouseResource, claim) -> TableOutput:
+    as_of = attributes_as_of(context, warehouse)
+    update = attributes_update(warehouse, as_of, warehouse.settings.run_type)
+    after = [TableWrite(USERS_TO_REFRESH, None, "delete", key="append_id", keys=update.consumed)] \
+        if update.consumed else []
+    last_day = last_event_day(warehouse)
+    context.log.info(f"attributes as of {as_of}: {update.how}")
+    return TableOutput(df=update.rows, claim=claim, write="overwrite" if update.full else None,
+                       keys=update.keys, after=after, metadata={
+                           **run_state_metadata(context, warehouse.settings), **schema_metadata(update.rows),
+                           "attributes_as_of": str(as_of), "run_type": warehouse.settings.run_type,
+                           "how": update.how, "last_event_day": str(last_day),
+                           **as_of_warning(context, as_of, last_day)})
 
 
 def as_of_warning(context: AssetExecutionContext, as_of: date, last_day: date | None) -> dict:

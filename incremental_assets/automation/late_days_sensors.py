@@ -6,7 +6,7 @@
   contiguous range of days.
 - `attributes_sensor`: once every `daily_job` run of one plan has succeeded, requests
   `attributes_job`; `attributes_schedule` recomputes attributes each day after midnight (their
-  windows end at the new day).
+  windows end at the new day), once some event day has been aggregated.
 """
 
 import uuid
@@ -19,12 +19,14 @@ from dagster import (
     RunRequest,
     RunsFilter,
     RunStatusSensorContext,
-    ScheduleDefinition,
+    ScheduleEvaluationContext,
     SensorEvaluationContext,
     SkipReason,
     run_status_sensor,
+    schedule,
     sensor,
 )
+from deltalake import DeltaTable
 
 from incremental_assets.automation.hourly_sensor import HOURLY_KEYS, work_in_progress
 from incremental_assets.automation.jobs import attributes_job, daily_job, hourly_job
@@ -100,7 +102,23 @@ def attributes_sensor(context: RunStatusSensorContext):
     return attributes_request(context.instance, context.dagster_run)
 
 
-attributes_schedule = ScheduleDefinition(
-    name="attributes_schedule", job=attributes_job, cron_schedule="5 0 * * *", execution_timezone="UTC",
+def new_day_request(warehouse: WarehouseResource, day: str) -> RunRequest | SkipReason:
+    """attributes_job as of the new day, once some event day has been aggregated: before that
+    (a new deployment's first nights) the run would only fail for want of daily_aggregates."""
+    if not DeltaTable.is_deltatable(warehouse.settings.table_path(DAILY_AGGREGATES)):
+        return SkipReason("no event day aggregated yet (daily_aggregates does not exist): "
+                          "attributes have nothing to be computed from")
+    return RunRequest(run_key=f"attributes as of {day}")
+
+
+@schedule(
+    name="attributes_schedule",
+    job=attributes_job,
+    cron_schedule="5 0 * * *",
+    execution_timezone="UTC",
     default_status=DefaultScheduleStatus.RUNNING,
-    description="attributes as of the new day, just after midnight UTC (their windows end at it).")
+    description="attributes as of the new day, just after midnight UTC (their windows end at it), "
+                "once some event day has been aggregated.",
+)
+def attributes_schedule(context: ScheduleEvaluationContext, warehouse: WarehouseResource):
+    return new_day_request(warehouse, context.scheduled_execution_time.date().isoformat())

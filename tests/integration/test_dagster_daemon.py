@@ -206,6 +206,16 @@ def ui_check_executions(port: int, asset: str, check: str, partition: str) -> li
                                             "partition": partition})["assetCheckExecutions"]
 
 
+def step_failures(instance, run_id: str) -> list[str]:
+    """Each failed step's own error, in one line."""
+    from dagster import DagsterEventType
+
+    from incremental_assets.runner import failure_line
+
+    return [failure_line(e.dagster_event.event_specific_data.error)
+            for e in instance.all_logs(run_id, of_type=DagsterEventType.STEP_FAILURE)]
+
+
 def runs_of(instance, job_name: str, status=None, tags=None):
     from dagster import RunsFilter
 
@@ -214,7 +224,7 @@ def runs_of(instance, job_name: str, status=None, tags=None):
 
 
 def test_a_graphql_backfill_then_the_sensors_in_the_daemon(deployment, events, monkeypatch):
-    from dagster import AssetKey, DagsterInstance, RunsFilter
+    from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
     from dagster._core.execution.backfill import BulkActionStatus
 
     source, warehouse, env = deployment["source"], deployment["warehouse"], deployment["env"]
@@ -300,6 +310,10 @@ def test_a_graphql_backfill_then_the_sensors_in_the_daemon(deployment, events, m
         # Once every run is done: each day's numbers and the tables' totals equal the tables.
         wait_for("every run to finish, and no new one for a sensor interval", lambda: settled(instance), processes,
                  every=1)
+        failed = {run.run_id: (run.job_name, run.tags.get("dagster/schedule_name") or run.tags.get("dagster/sensor_name"),
+                               step_failures(instance, run.run_id))
+                  for run in instance.get_runs(filters=RunsFilter(statuses=[DagsterRunStatus.FAILURE]))}
+        assert not failed, failed
         daily = read_pandas(warehouse / "daily_aggregates", ["event_date", "domain_userid"])
         ledger = read_pandas(warehouse / "daily_aggregation_manifest", ["event_date", "rows_aggregated"])
         day = min(daily.event_date)
@@ -314,7 +328,7 @@ def test_a_graphql_backfill_then_the_sensors_in_the_daemon(deployment, events, m
         _, rejected = ui_observation(port, "rejected_events")
         assert rejected["dagster/row_count"] == read_table(warehouse / "rejected_events").num_rows
         _, manifest = ui_observation(port, "processing_manifest")
-        assert manifest["locked_items"] == 0 and manifest["fail_locked_items"] == 0
+        assert manifest["locked_items"] == 0 and manifest["fail_locked_items"] == 0, manifest
     finally:
         processes.stop()
     assert all(proc.poll() is not None for _, proc, _ in processes.started)
