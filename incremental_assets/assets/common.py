@@ -1,4 +1,4 @@
-"""What every asset shares: run-state metadata and the schema metadata of a DataFrame."""
+"""What every asset shares: its input check, run-state metadata and the schema metadata of a DataFrame."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from dagster import MetadataValue, TableColumn, TableRecord, TableSchema
 
 from incremental_assets.names import RUN_LIMITS_TAG, RUN_STATE_TAG
 from incremental_assets.settings import Settings
+from resources.warehouse import WarehouseResource
 
 
-def require_table(warehouse, table: str, step: str, remedy: str) -> None:
+def require_table(warehouse: WarehouseResource, table: str, step: str, remedy: str) -> None:
     """Fail before the step claims its manifest items when its input table does not exist yet:
     nothing was processed, so nothing is left fail-locked for an operator to resolve."""
     if not warehouse.tables.exists(table):
