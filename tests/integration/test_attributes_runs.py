@@ -16,15 +16,15 @@ from datetime import date, datetime, timezone
 
 import pyarrow as pa
 import pytest
-from deltalake import write_deltalake
 from dagster import DagsterEventType, DagsterRun, DagsterRunStatus, build_schedule_context, instance_for_test
+from deltalake import write_deltalake
 
 from incremental_assets.assets import daily as daily_assets
 from incremental_assets.automation.late_days_sensors import attributes_schedule
 from incremental_assets.definitions import defs, warehouse
 from incremental_assets.names import ATTRIBUTES, DAILY_AGGREGATES
-from incremental_assets.runner import failure_line
 from incremental_assets.planning.processing_manifest import ItemStatus, State
+from incremental_assets.runner import failure_line, run_until
 from incremental_assets.settings import Settings
 from resources.manifest import ManifestStore, item_id
 
@@ -90,7 +90,6 @@ def test_the_schedule_requests_one_run_per_day_once_a_day_is_aggregated(instance
 
 def test_a_second_attributes_run_waits_for_the_run_that_holds_the_item(instance, monkeypatch, spark):
     from incremental_assets.sources.generator import generate_events_df
-    from incremental_assets.runner import run_until
     from incremental_assets.sources.writer import write_source_table
 
     events = generate_events_df(spark, events=300, days=1, start=DAY, seed=11)
