@@ -94,7 +94,7 @@ def execute_job(job_name: str, *, instance, tags: dict[str, str] | None = None,
     tags = {**(tags or {}), **(range_tags(*partitions) if partitions else {})}
     result = execute_with_origin(job_name, instance, tags=tags,
                                  run_config={"loggers": {"console": {"config": {"log_level": CONSOLE_LOG_LEVEL}}}})
-    failures = tuple(failure_line(e.event_specific_data.error) for e in result.all_events if e.is_step_failure)
+    failures = tuple(step_failure_lines(result.all_events))
     if not result.success:
         echo(f"  {job_name} failed (run {result.run_id}): {'; '.join(failures) or 'see the run log'}")
     run = JobRun(job_name, result.run_id, result.success, failures)
@@ -139,6 +139,11 @@ def failure_line(error) -> str:
         error = error.cause
     lines = error.message.strip().splitlines()
     return lines[0] if lines else (error.cls_name or "unknown error")
+
+
+def step_failure_lines(events) -> list[str]:
+    """One line per failed step among Dagster events: its own exception's first line."""
+    return [failure_line(e.event_specific_data.error) for e in events if e.is_step_failure]
 
 
 def _record(report: RunReport, run: JobRun) -> bool:

@@ -24,7 +24,7 @@ from incremental_assets.automation.late_days_sensors import attributes_schedule
 from incremental_assets.definitions import defs, warehouse
 from incremental_assets.names import ATTRIBUTES, DAILY_AGGREGATES
 from incremental_assets.planning.processing_manifest import ItemStatus, State
-from incremental_assets.runner import failure_line, run_until
+from incremental_assets.runner import run_until, step_failure_lines
 from incremental_assets.settings import Settings
 from resources.manifest import ManifestStore, item_id
 
@@ -55,10 +55,6 @@ def execute(job_name: str, instance, tags: dict | None = None):
     return defs.resolve_job_def(job_name).execute_in_process(instance=instance, tags=tags or {}, raise_on_error=False)
 
 
-def failure_messages(result) -> list[str]:
-    return [failure_line(e.event_specific_data.error) for e in result.all_events if e.is_step_failure]
-
-
 def manifest_items() -> dict:
     return ManifestStore.of(Settings.load()).states()
 
@@ -69,11 +65,11 @@ def test_before_any_data_the_schedule_skips_and_runs_claim_nothing(instance):
 
     result = execute("attributes_job", instance)
     assert not result.success
-    (message,) = failure_messages(result)
+    (message,) = step_failure_lines(result.all_events)
     assert "input table 'daily_aggregates' does not exist yet" in message and "daily_job" in message
     result = execute("daily_job", instance, {"dagster/partition": DAY.isoformat()})
     assert not result.success
-    (message,) = failure_messages(result)
+    (message,) = step_failure_lines(result.all_events)
     assert "input table 'filtered_events' does not exist yet" in message and "hourly_job" in message
     # Nothing was claimed, so nothing is fail-locked: the first real runs go through.
     assert manifest_items() == {}
@@ -122,7 +118,7 @@ def test_a_second_attributes_run_waits_for_the_run_that_holds_the_item(instance,
     result = execute("attributes_job", instance)
     finisher.join(timeout=10)
     assert refused.is_set(), "the second run never asked to try again"
-    assert result.success, failure_messages(result)
+    assert result.success, step_failure_lines(result.all_events)
     state = manifest.states([ATTRIBUTES_ITEM])[ATTRIBUTES_ITEM]
     assert state.status is ItemStatus.READY
     assert (state.last.state, state.last.run_id) == (State.PROCESSED, result.run_id)

@@ -210,10 +210,9 @@ def step_failures(instance, run_id: str) -> list[str]:
     """Each failed step's own error, in one line."""
     from dagster import DagsterEventType
 
-    from incremental_assets.runner import failure_line
+    from incremental_assets.runner import step_failure_lines
 
-    return [failure_line(e.dagster_event.event_specific_data.error)
-            for e in instance.all_logs(run_id, of_type=DagsterEventType.STEP_FAILURE)]
+    return step_failure_lines(e.dagster_event for e in instance.all_logs(run_id, of_type=DagsterEventType.STEP_FAILURE))
 
 
 def runs_of(instance, job_name: str, status=None, tags=None):
@@ -310,7 +309,7 @@ def test_a_graphql_backfill_then_the_sensors_in_the_daemon(deployment, events, m
         # Once every run is done: each day's numbers and the tables' totals equal the tables.
         wait_for("every run to finish, and no new one for a sensor interval", lambda: settled(instance), processes,
                  every=1)
-        failed = {run.run_id: (run.job_name, run.tags.get("dagster/schedule_name") or run.tags.get("dagster/sensor_name"),
+        failed = {run.run_id: (run.job_name, run.tags.get("dagster/schedule_name", run.tags.get("dagster/sensor_name")),
                                step_failures(instance, run.run_id))
                   for run in instance.get_runs(filters=RunsFilter(statuses=[DagsterRunStatus.FAILURE]))}
         assert not failed, failed
