@@ -7,8 +7,9 @@
   a fresh database. This is what production runs on (deploy/dagster.yaml).
 
 The two differ only in Dagster's own bookkeeping: every partition of a run is an event (planned,
-materialized, checked), each written in a transaction of its own. dagster-postgres opens a new
-connection for each (a new server process), so PostgreSQL is not the cheaper of the two.
+materialized, checked), each written in a transaction of its own. The PostgreSQL instances use
+the storage class deploy/dagster.yaml names (resources/postgres_storage.py: connections kept
+open; dagster-postgres alone opens one per statement).
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from pathlib import Path
 
 from dagster import DagsterInstance
 
-from deploy.stack import Stack
+import yaml
+
+from deploy.stack import Stack, deployed_storage
 
 KINDS = ("postgres", "sqlite")
 
@@ -60,7 +63,7 @@ class DagsterStorage:
         storage = ""
         if self._stack is not None:
             url = self._stack.fresh_database(re.sub(r"[^a-z0-9_]", "_", path.name.lower()))
-            storage = f"storage:\n  postgres:\n    postgres_url: {url}\n"
+            storage = yaml.safe_dump(deployed_storage(url))
         (path / "dagster.yaml").write_text(storage + "telemetry:\n  enabled: false\n")
         return path
 

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pyspark
+import yaml
 
 from resources.spark import LOCAL_DEFAULTS
 
@@ -44,6 +45,14 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind((HOST, 0))
         return s.getsockname()[1]
+
+
+def deployed_storage(postgres_url: str) -> dict:
+    """The `storage` section of deploy/dagster.yaml with `postgres_url` in place of DAGSTER_PG_URL:
+    an instance of production's storage class on another database."""
+    storage = yaml.safe_load((REPO / "deploy" / "dagster.yaml").read_text())["storage"]
+    storage["custom"]["config"]["postgres_url"] = postgres_url
+    return {"storage": storage}
 
 
 def spark_home() -> Path:
