@@ -18,7 +18,8 @@ Steps (each figure is the median of --repeats runs, with min and max):
    processes it, with the Delta files and bytes each asset's reads were planned over and
    the bytes Spark's stages read; then the same after a long, sparse history
    (bench/long_history.py: --long-history-events loaded over --long-history-days days, 300 by
-   default, none with --small), with its own sensor ticks;
+   default, none with --small), with its own sensor ticks, and after 10 days at the same density
+   (the same new hours: the ratio of the two is what the history's length costs);
 4. a sensor tick at `days` days of history (one that finds a new hour, one that finds none);
    then the cold hour: a new `incremental-assets run` process for each of `repeats` new hours,
    first with Spark in the process, then as clients of one Spark Connect server;
@@ -63,6 +64,9 @@ from bench.measure import (
     spark_stages,
     step_windows,
 )
+
+# The sparse history the long one is compared with: its days (at the long one's density).
+SHORT_SPARSE_DAYS = 10
 
 # -- phases ----------------------------------------------------------------------------------
 
@@ -369,6 +373,15 @@ def run_benchmark(args: argparse.Namespace, work: Path, storage: DagsterStorage,
         results["long_history"] = long_history(spark, tables, work, storage, days=args.long_history_days,
                                                events=args.long_history_events,
                                                events_per_day=round(args.events / args.days), repeats=args.repeats)
+        report(results)
+        # The same density over SHORT_SPARSE_DAYS and the same new hours: the ratio of the two
+        # hours is what the history's length costs.
+        short_days = min(SHORT_SPARSE_DAYS, args.long_history_days)
+        say(f"short history: {short_days} days at the same density")
+        results["short_sparse_history"] = long_history(
+            spark, tables, work, storage, days=short_days,
+            events=round(args.long_history_events * short_days / args.long_history_days),
+            events_per_day=round(args.events / args.days), repeats=args.repeats)
         report(results)
     set_env(warehouse=warehouse, source_path=growing)
     say("sensor ticks")

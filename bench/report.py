@@ -132,15 +132,35 @@ def targets(results: dict, days: int) -> list[tuple[str, str, bool]]:
     if "sensor" in results:
         tick = results["sensor"]["new_hour"].median
         rows.append((f"sensor tick at most 0.3 s at {days} d of history", f"{tick:.2f} s", tick <= 0.3))
-    long = results.get("long_history")
+    long, short = results.get("long_history"), results.get("short_sparse_history")
     if long is not None:
-        if days in incremental:
+        if short is not None:  # the same density and hours: only the length of the history differs
+            ratio = long["incremental"]["seconds"].median / short["incremental"]["seconds"].median
+            rows.append((f"incremental hour at {long['days']} d vs {short['days']} d of the same sparse history: "
+                         "time within 1.2x", f"{ratio:.2f}x", ratio <= 1.2))
+        elif days in incremental:
             ratio = long["incremental"]["seconds"].median / incremental[days]["seconds"].median
             rows.append((f"incremental hour at {long['days']} d (sparse) vs {days} d of history: time within 1.2x",
                          f"{ratio:.2f}x", ratio <= 1.2))
         tick = long["sensor"]["new_hour"].median
         rows.append((f"sensor tick at most 0.3 s at {long['days']} d of history", f"{tick:.2f} s", tick <= 0.3))
     return rows
+
+
+def _sparse_history_section(history: dict, steps_before: list[dict] | None) -> list[str]:
+    """A sparse history's backfill, its new hours by step, and its sensor ticks."""
+    return [f"### {history['days']} days of sparse history",
+            f"{history['source_rows']:,} rows loaded over {history['days']} days, backfilled in "
+            f"{history['backfill_seconds']:.0f} s ({history['manifest_records']:,} processing-manifest records "
+            f"after the hours below)" + (
+                f"; its tables compacted as the daily maintenance keeps them ({history['compaction']['files']:,} "
+                f"files rewritten in {history['compaction']['seconds']:.0f} s)" if "compaction" in history else "")
+            + "; then load hours of the same volume as above arrive.", "",
+            f"- run: {_span(history['incremental']['seconds'])}; new rows per hour: "
+            f"{', '.join(f'{r:,}' for r in history['incremental']['rows'])}", "",
+            *_steps_table(history["incremental"]["steps"], steps_before), "",
+            f"- sensor tick: a new closed hour {_span(history['sensor']['new_hour'], digits=2)}; nothing new "
+            f"{_span(history['sensor']['idle'], digits=2)}", ""]
 
 
 def written_now() -> str:
@@ -152,10 +172,10 @@ def _headline(results: dict) -> dict[str, object]:
     figures: dict[str, object] = {"warm full rebuild": results.get("full_warm")}
     for history, incremental in sorted(results.get("incremental", {}).items()):
         figures[f"warm incremental hour, {history} days of history"] = incremental["seconds"]
-    long = results.get("long_history")
-    if long is not None:
-        figures[f"warm incremental hour, {long['days']} days of sparse history"] = long["incremental"]["seconds"]
-        figures[f"sensor tick (new hour), {long['days']} days of sparse history"] = long["sensor"]["new_hour"]
+    for sparse in (results.get("short_sparse_history"), results.get("long_history")):
+        if sparse is not None:
+            figures[f"warm incremental hour, {sparse['days']} days of sparse history"] = sparse["incremental"]["seconds"]
+            figures[f"sensor tick (new hour), {sparse['days']} days of sparse history"] = sparse["sensor"]["new_hour"]
     figures["cold CLI hour"] = results.get("cold_hour")
     figures["cold hour through Spark Connect"] = results.get("cold_hour_connect")
     figures["sensor tick (new hour)"] = results.get("sensor", {}).get("new_hour")
@@ -266,20 +286,9 @@ def write_report(results: dict, out: Path, json_path: Path | None = None, baseli
         lines += [f"- cold through Spark Connect: the same, each process a client of one long-lived Spark Connect "
                   f"server (local mode, same settings; no JVM start in the run): {_span(results['cold_hour_connect'])}",
                   ""]
-    long = results.get("long_history")
-    if long is not None:
-        lines += [f"### {long['days']} days of sparse history",
-                  f"{long['source_rows']:,} rows loaded over {long['days']} days, backfilled in "
-                  f"{long['backfill_seconds']:.0f} s ({long['manifest_records']:,} processing-manifest records "
-                  f"after the hours below)" + (
-                      f"; its tables compacted as the daily maintenance keeps them ({long['compaction']['files']:,} "
-                      f"files rewritten in {long['compaction']['seconds']:.0f} s)" if "compaction" in long else "")
-                  + "; then load hours of the same volume as above arrive.", "",
-                  f"- run: {_span(long['incremental']['seconds'])}; new rows per hour: "
-                  f"{', '.join(f'{r:,}' for r in long['incremental']['rows'])}", "",
-                  *_steps_table(long["incremental"]["steps"], before("long_history", "incremental", "steps")), "",
-                  f"- sensor tick: a new closed hour {_span(long['sensor']['new_hour'], digits=2)}; nothing new "
-                  f"{_span(long['sensor']['idle'], digits=2)}", ""]
+    for key in ("long_history", "short_sparse_history"):
+        if key in results:
+            lines += _sparse_history_section(results[key], before(key, "incremental", "steps"))
     maintenance = results.get("maintenance")
     if maintenance:
         lines += ["## Table maintenance after many hourly writes",

@@ -53,3 +53,22 @@ def test_a_baseline_of_another_size_is_flagged_and_a_figure_only_one_run_has_sho
 
     assert any("another size" in line for line in lines)
     assert "| cold CLI hour | 60.0 s | - |  |" in lines
+
+
+def _sparse(days: int, hour: float, rows: int) -> dict:
+    steps = {"hourly_assets": {"seconds": hour, "files": 1, "file_bytes": 1e6, "spark_input_bytes": 2e6}}
+    return {"days": days, "source_rows": rows, "backfill_seconds": 60.0, "manifest_records": 100,
+            "incremental": {"seconds": Figure([hour, hour, hour]), "rows": [900, 900, 900], "steps": [steps] * 3},
+            "sensor": {"new_hour": Figure([0.2, 0.2, 0.2]), "idle": Figure([0.1, 0.1, 0.1])}}
+
+
+def test_both_sparse_histories_have_a_section_and_read_back(tmp_path):
+    results = {**_run(100.0, 20.0, {}), "long_history": _sparse(300, 12.0, 30_000),
+               "short_sparse_history": _sparse(10, 11.0, 1_000)}
+    write_report(results, tmp_path / "RESULTS.md", tmp_path / "RESULTS.json")
+    text = (tmp_path / "RESULTS.md").read_text()
+
+    assert "### 300 days of sparse history" in text and "### 10 days of sparse history" in text
+    assert "| incremental hour at 300 d vs 10 d of the same sparse history: time within 1.2x | 1.09x | yes |" in text
+    again = load_results(tmp_path / "RESULTS.json")
+    assert again["short_sparse_history"]["incremental"]["seconds"].median == 11.0

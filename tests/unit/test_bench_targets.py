@@ -98,3 +98,16 @@ def test_the_duckdb_section_gives_both_ratios_and_every_difference_of_the_writte
     assert "| quarantined_sessions | 3 | 2 | every column | 2 |" in lines
     assert "- quarantined_sessions: row count: ours 3, theirs 2" in lines
     assert "- quarantined_sessions: 1 keys only in ours, e.g. [('s1',)]" in lines
+
+
+def test_the_long_sparse_history_is_compared_with_a_short_one_of_the_same_density_when_measured():
+    results = {**_results(_hour(20, 1000, 100), _hour(22, 1100, 110)),
+               "long_history": {"days": 300, "incremental": _hour(12, 5000, 120),
+                                "sensor": {"new_hour": Figure([0.2, 0.25, 0.5])}},
+               "short_sparse_history": {"days": 10, "incremental": _hour(11, 500, 100),
+                                        "sensor": {"new_hour": Figure([0.04, 0.04, 0.05])}}}
+    rows = _by_target(results)
+
+    assert rows["incremental hour at 300 d vs 10 d of the same sparse history: time within 1.2x"] == ("1.09x", True)
+    assert not any("(sparse) vs 30 d" in name for name in rows)  # the dense history is another density
+    assert rows["sensor tick at most 0.3 s at 300 d of history"] == ("0.25 s", True)
