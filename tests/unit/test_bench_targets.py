@@ -1,7 +1,7 @@
 """The benchmark's targets table: the ratios it reports and whether each target is met."""
 
 from bench.measure import Figure
-from bench.report import _duckdb_section, targets
+from bench.report import _duckdb_section, not_measured, targets
 
 
 def _hour(seconds: float, file_bytes: float, spark_bytes: float) -> dict:
@@ -111,3 +111,10 @@ def test_the_long_sparse_history_is_compared_with_a_short_one_of_the_same_densit
     assert rows["incremental hour at 300 d vs 10 d of the same sparse history: time within 1.2x"] == ("1.09x", True)
     assert not any("(sparse) vs 30 d" in name for name in rows)  # the dense history is another density
     assert rows["sensor tick at most 0.3 s at 300 d of history"] == ("0.25 s", True)
+
+
+def test_the_targets_a_run_leaves_out_are_named_with_what_measures_them():
+    small = not_measured({"source_rows": 300_000})
+    assert any("10M-event figures" in line for line in small) and any("300-day" in line for line in small)
+    full = {"source_rows": 10_000_000, "long_history": {"days": 300}}
+    assert not_measured(full) == []
