@@ -5,14 +5,14 @@ server restart and concurrent threads."""
 import shutil
 import subprocess
 import tempfile
-import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import yaml
 from dagster import AssetKey, AssetMaterialization, DagsterInstance
 
-from deploy.stack import HOST, PG_USER, Stack, _as_postgres_user, deployed_storage
+from deploy.stack import HOST, PG_USER, Stack, deployed_storage
 from resources.postgres_storage import PooledPostgresStorage
 
 WRITES = 60
@@ -72,28 +72,14 @@ def test_the_deployed_storage_keeps_its_connections(server, tmp_path):
 def test_a_server_restart_costs_a_reconnect_not_an_error(server, tmp_path):
     instance = instance_of(tmp_path / "home", deployed_storage(server.fresh_database("restarted")))
     write_and_read(instance, 3)
-    data = server.directory / "postgres"
-    subprocess.run([*_as_postgres_user(), "pg_ctl", "-D", str(data), "-l", str(data / "server.log"), "-m", "fast",
-                    "-w", "restart"], check=True, capture_output=True)
+    server.restart_postgres()
     write_and_read(instance, 3, asset="after_restart")  # the kept connections died with the server
     assert instance.get_latest_materialization_event(AssetKey("after_restart")) is not None
 
 
 def test_threads_of_one_process_share_the_storage(server, tmp_path):
     instance = instance_of(tmp_path / "home", deployed_storage(server.fresh_database("threads")))
-    errors = []
-
-    def writer(n: int) -> None:
-        try:
-            write_and_read(instance, 10, asset=f"thread_{n}")
-        except Exception as error:  # noqa: BLE001 - reported below
-            errors.append(error)
-
-    threads = [threading.Thread(target=writer, args=(n,)) for n in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert not errors
+    with ThreadPoolExecutor(max_workers=8) as pool:  # a thread's error is raised here
+        list(pool.map(lambda n: write_and_read(instance, 10, asset=f"thread_{n}"), range(8)))
     for n in range(8):
         assert instance.get_latest_materialization_event(AssetKey(f"thread_{n}")).asset_materialization.partition == "9"
