@@ -30,6 +30,7 @@ from incremental_assets.names import (
     SOURCE_EVENTS,
 )
 from incremental_assets.partitions import hour_key, hourly_partitions, single_run
+from incremental_assets.sources.reader import require_source
 from resources.manifest_io_manager import TableOutput, TableWrite, claimed
 from resources.warehouse import WarehouseResource
 
@@ -72,6 +73,9 @@ def _out(description: str, **metadata) -> AssetOut:
 )
 def hourly_assets(context: AssetExecutionContext, warehouse: WarehouseResource):
     window = context.partition_time_window
+    # No source table is a precondition, checked before the claim: nothing is left fail-locked.
+    # A source that is there but unreadable fails inside the claim, as any failed read does.
+    require_source(warehouse.settings.source)
     with claimed(context, warehouse, HOURLY_ASSETS) as claim:
         results = compute(warehouse, window.start, window.end)
         _add_hour_metadata(context, figures_by_hour(window.start, window.end, kept=results.kept,

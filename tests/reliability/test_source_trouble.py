@@ -80,6 +80,8 @@ def test_a_missing_source_fails_the_cli_run_with_one_line_saying_what_to_do(tmp_
         (failure,) = [e for e in instance.all_logs(run.run_id, of_type=DagsterEventType.STEP_FAILURE)]
         error = failure.dagster_event.event_specific_data.error
         assert "set INCREMENTAL_SOURCE_PATH" in error.cause.message
+        # ... before claiming the hour: nothing is left fail-locked to resolve once the source is there.
+        assert not (tmp_path / "warehouse" / "processing_manifest").exists()
 
 
 def test_a_directory_without_a_table_is_refused_before_any_run(tmp_path):
