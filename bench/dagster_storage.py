@@ -18,9 +18,8 @@ import re
 import shutil
 from pathlib import Path
 
-from dagster import DagsterInstance
-
 import yaml
+from dagster import DagsterInstance
 
 from deploy.stack import Stack, deployed_storage
 
