@@ -152,10 +152,12 @@ class Stack:
         log = self.directory / "postgres" / "server.log"
         _run([*run_as, "pg_ctl", "-D", str(data), "-l", str(log), "-o", options, "-w", "start"])
         self.save()
-        exists = _run(["psql", "-h", HOST, "-p", str(self.pg_port), "-U", PG_USER, "-d", "postgres",
-                       "-tAc", f"SELECT 1 FROM pg_database WHERE datname = '{PG_DB}'"]).strip()
-        if exists != "1":
+        if self.query(f"SELECT 1 FROM pg_database WHERE datname = '{PG_DB}'") != "1":
             _run(["createdb", "-h", HOST, "-p", str(self.pg_port), "-U", PG_USER, PG_DB])
+
+    def query(self, sql: str) -> str:
+        """The result of `sql` on the running server (database `postgres`), unaligned, stripped."""
+        return _run(["psql", "-h", HOST, "-p", str(self.pg_port), "-U", PG_USER, "-d", "postgres", "-tAc", sql]).strip()
 
     def restart_postgres(self) -> None:
         """Stop the server (fast: open connections are cut) and start it again, same options."""

@@ -3,7 +3,6 @@ process keeps its PostgreSQL connections instead of opening one per statement, a
 server restart and concurrent threads."""
 
 import shutil
-import subprocess
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -12,7 +11,7 @@ import pytest
 import yaml
 from dagster import AssetKey, AssetMaterialization, DagsterInstance
 
-from deploy.stack import HOST, PG_USER, Stack, deployed_storage
+from deploy.stack import Stack, deployed_storage
 
 WRITES = 60
 
@@ -38,10 +37,7 @@ def instance_of(home: Path, storage: dict) -> DagsterInstance:
 
 def sessions_opened(server: Stack, database: str) -> int:
     """Connections the server has accepted to `database` so far (PostgreSQL 14 and later)."""
-    result = subprocess.run(["psql", "-h", HOST, "-p", str(server.pg_port), "-U", PG_USER, "-d", "postgres",
-                             "-tAc", f"SELECT sessions FROM pg_stat_database WHERE datname = '{database}'"],
-                            check=True, capture_output=True, text=True)
-    return int(result.stdout.strip())
+    return int(server.query(f"SELECT sessions FROM pg_stat_database WHERE datname = '{database}'"))
 
 
 def write_and_read(instance: DagsterInstance, count: int, asset: str = "events") -> None:
