@@ -300,7 +300,7 @@ def write_report(results: dict, out: Path, json_path: Path | None = None, baseli
         lines += [f"- cold through Spark Connect: the same, each process a client of one long-lived Spark Connect "
                   f"server (local mode, same settings; no JVM start in the run): {_span(results['cold_hour_connect'])}",
                   ""]
-    for key in ("long_history", "short_sparse_history"):
+    for key in ("short_sparse_history", "long_history"):  # shorter history first, as in the headline table
         if key in results:
             lines += _sparse_history_section(results[key], before(key, "incremental", "steps"))
     maintenance = results.get("maintenance")
