@@ -511,6 +511,22 @@ def test_delta_rs_prunes_files_by_partition_values_and_statistics(rs_store, spar
     assert len(by_partition.inputFiles()) == 2 and ns(by_partition) == [61, 62, 71, 72]
 
 
+def test_delta_rs_opens_many_files_without_a_spark_job(rs_store, spark):
+    # An hourly table holds a file per load hour: opening 40 of them must not start a Spark job
+    # to list files the Delta log already lists (Spark does from 33 paths on by default).
+    rows = [(utc(4, hour % 24, minute), hour * 100 + minute) for hour in range(40) for minute in (1, 2)]
+    rs_store.replace_range("t", events(spark, *rows).repartition(40), column="ts", start=utc(4), end=utc(5))
+    spark.sparkContext.setJobGroup("open-many-files", "opening a table of 40 files")
+    try:
+        opened = rs_store.read("t")
+        listing_jobs = spark.sparkContext.statusTracker().getJobIdsForGroup("open-many-files")
+    finally:
+        spark.sparkContext.setJobGroup("", "")
+    assert len(opened.inputFiles()) == 40
+    assert listing_jobs == []
+    assert ns(opened) == sorted(n for _, n in rows)
+
+
 def test_delta_rs_reads_unusual_partition_values_exactly(rs_store, spark):
     # Spark decodes partition directories byte-wise; non-ASCII values are read via Arrow.
     labels = ["a b", "x:y/z=%", "c{d}*?[e]", "ü'\"#", None, "plain"]
