@@ -512,16 +512,18 @@ def test_delta_rs_prunes_files_by_partition_values_and_statistics(rs_store, spar
 
 
 def test_delta_rs_opens_many_files_without_a_spark_job(rs_store, spark):
-    # An hourly table holds a file per load hour: opening 40 of them must not start a Spark job
-    # to list files the Delta log already lists (Spark does from 33 paths on by default).
-    rows = [(utc(4, hour % 24, minute), hour * 100 + minute) for hour in range(40) for minute in (1, 2)]
+    # An hourly table holds a file per load hour: opening 40 files must not start a Spark job to
+    # list what the Delta log already lists (Spark does from 33 paths on by default).
+    rows = [(utc(4, minute // 60, minute % 60), minute) for minute in range(200)]  # 5 rows a file
     rs_store.replace_range("t", events(spark, *rows).repartition(40), column="ts", start=utc(4), end=utc(5))
-    spark.sparkContext.setJobGroup("open-many-files", "opening a table of 40 files")
+    context = spark.sparkContext
+    context.setJobGroup("open-many-files", "opening a table of 40 files")
     try:
         opened = rs_store.read("t")
-        listing_jobs = spark.sparkContext.statusTracker().getJobIdsForGroup("open-many-files")
+        listing_jobs = context.statusTracker().getJobIdsForGroup("open-many-files")
     finally:
-        spark.sparkContext.setJobGroup("", "")
+        for key in ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel"):
+            context.setLocalProperty(key, None)  # no group for the session's later jobs
     assert len(opened.inputFiles()) == 40
     assert listing_jobs == []
     assert ns(opened) == sorted(n for _, n in rows)
