@@ -20,6 +20,8 @@ max_connections (100 by default) or a pooler in front of it accordingly.
 
 from __future__ import annotations
 
+from typing import Callable
+
 from dagster_postgres import DagsterPostgresStorage
 from dagster_postgres.utils import create_pg_engine, get_token_provider_from_config, pg_url_from_config
 
@@ -33,6 +35,18 @@ def pooled_engine(postgres_url: str, token_provider=None):
                             max_overflow=MAX_OVERFLOW, pool_pre_ping=True, pool_recycle=RECYCLE_SECONDS)
 
 
+def remembering_present_tables(has_table: Callable[[str], bool]) -> Callable[[str], bool]:
+    """`has_table` that asks the server again only about tables it has not found yet."""
+    present: set[str] = set()
+
+    def has_table_remembered(table_name: str) -> bool:
+        if table_name not in present and has_table(table_name):
+            present.add(table_name)
+        return table_name in present
+
+    return has_table_remembered
+
+
 class PooledPostgresStorage(DagsterPostgresStorage):
     """DagsterPostgresStorage whose three storages keep their connection between statements."""
 
@@ -43,6 +57,12 @@ class PooledPostgresStorage(DagsterPostgresStorage):
             # The same replacement dagster-postgres makes for the webserver (optimize_for_webserver).
             storage._engine.dispose()
             storage._engine = pooled_engine(postgres_url, token_provider)
+        # At every materialization it stores, Dagster asks the server whether the asset_event_tags
+        # table exists (for databases not yet migrated), inside the transaction that holds the
+        # kept connection: each ask opened a connection of its own, 3.7 ms of a materialization's
+        # 8.3 ms. A table that exists does not go away while the process runs.
+        events = self._event_log_storage
+        events.has_table = remembering_present_tables(events.has_table)
 
     @classmethod
     def from_config_value(cls, inst_data, config_value) -> "PooledPostgresStorage":
