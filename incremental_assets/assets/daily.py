@@ -8,7 +8,13 @@ from datetime import date, datetime, timezone
 
 from dagster import AssetDep, AssetExecutionContext, AssetKey, MetadataValue, RetryRequested, asset
 
-from incremental_assets.assets.common import require_table, run_state_metadata, schema_metadata
+from incremental_assets.assets.common import (
+    on_last_partition,
+    require_table,
+    run_state_metadata,
+    schema_metadata,
+    settings_metadata,
+)
 from incremental_assets.daily_steps import (
     DayFigures,
     aggregate_days,
@@ -56,11 +62,12 @@ def daily_aggregates(context: AssetExecutionContext, warehouse: WarehouseResourc
     with claimed(context, warehouse, [DAILY_AGGREGATES]) as claim:
         results = aggregate_days(warehouse, first_day, end_day, context.run_id)
         _add_day_metadata(context, figures_by_day(warehouse, results, first_day, end_day))
+        on_last_partition(context, {**settings_metadata(warehouse.settings), **schema_metadata(results.daily)})
         return TableOutput(
             df=results.daily, claim=claim, materialized=[results.daily],
             before=[TableWrite(USERS_TO_REFRESH, results.users_to_refresh, "append")],
             markers=[TableWrite(DAILY_MANIFEST, results.ledger, "replace_range", range_column="event_date")],
-            metadata={**run_state_metadata(context, warehouse.settings), **schema_metadata(results.daily)},
+            metadata=run_state_metadata(context, warehouse.settings),
             payload={"days": f"{first_day}..{date.fromordinal(end_day.toordinal() - 1)}"})
 
 
@@ -117,7 +124,8 @@ def _attributes_output(context: AssetExecutionContext, warehouse: WarehouseResou
     context.log.info(f"attributes as of {as_of}: {update.how}")
     return TableOutput(df=update.rows, claim=claim, write="overwrite" if update.full else None,
                        keys=update.keys, after=after, metadata={
-                           **run_state_metadata(context, warehouse.settings), **schema_metadata(update.rows),
+                           **run_state_metadata(context, warehouse.settings),
+                           **settings_metadata(warehouse.settings), **schema_metadata(update.rows),
                            "attributes_as_of": str(as_of), "run_type": warehouse.settings.run_type,
                            "how": update.how, "last_event_day": str(last_day),
                            **as_of_warning(context, as_of, last_day)})

@@ -12,7 +12,13 @@ from datetime import datetime
 
 from dagster import AssetExecutionContext, AssetKey, AssetOut, MetadataValue, Output, multi_asset
 
-from incremental_assets.assets.common import preview_metadata, run_state_metadata, schema_metadata
+from incremental_assets.assets.common import (
+    on_last_partition,
+    preview_metadata,
+    run_state_metadata,
+    schema_metadata,
+    settings_metadata,
+)
 from incremental_assets.hourly_step import HourFigures, compute, figures_by_hour, filtered_counts, processed_hours
 from incremental_assets.names import (
     BASE_EVENTS,
@@ -81,24 +87,29 @@ def hourly_assets(context: AssetExecutionContext, warehouse: WarehouseResource):
         _add_hour_metadata(context, figures_by_hour(window.start, window.end, kept=results.kept,
                                                      rejected=results.rejected, filtered=results.filtered))
         state = run_state_metadata(context, warehouse.settings)
+        settings = settings_metadata(warehouse.settings)
+        on_last_partition(context, {**settings, **schema_metadata(results.kept)}, BASE_EVENTS)
+        on_last_partition(context, settings, LIFECYCLE)
+        on_last_partition(context, {**settings, **preview_metadata(results.quarantined)}, QUARANTINED)
+        on_last_partition(context, {**settings, **schema_metadata(results.filtered)}, FILTERED_EVENTS)
         payload = {"load_window_start": window.start.isoformat(), "load_window_end": window.end.isoformat(),
                    "limits": context.run.tags.get(RUN_LIMITS_TAG, "manual run")}
         yield Output(TableOutput(results.kept, claim, completes=False, rows=[results.dominated], before=[
             TableWrite(EVENT_COPIES, results.copies, "replace_range", range_column="load_tstamp",
                        partition_by=["load_date"]),
             TableWrite(REJECTED_EVENTS, results.rejected, "replace_range", range_column="load_hour_tstamp"),
-        ], metadata={**state, **schema_metadata(results.kept)}), output_name=BASE_EVENTS)
+        ], metadata=state), output_name=BASE_EVENTS)
         queue = [TableWrite(SESSIONS_TO_REFILTER, results.to_refilter, "append")] if results.changed.values else []
         yield Output(TableOutput(results.lifecycle, claim, completes=False, keys=results.touched, before=queue,
                                  metadata={**state, **results.facts}), output_name=LIFECYCLE)
         yield Output(TableOutput(results.quarantined, claim, completes=False, keys=results.touched,
-                                 metadata={**state, **preview_metadata(results.quarantined)}),
+                                 metadata=state),
                      output_name=QUARANTINED)
         refiltered = [TableWrite(SESSIONS_TO_REFILTER, None, "delete", key="append_id", keys=results.refiltered)] \
             if results.refiltered else []
         yield Output(TableOutput(
             results.filtered, claim, rows=[results.dominated, results.changed], payload=payload,
-            materialized=results.materialized, metadata={**state, **schema_metadata(results.filtered)},
+            materialized=results.materialized, metadata=state,
             after=[TableWrite(FILTERED_COUNTS, lambda: filtered_counts(warehouse, results), "replace_range",
                               range_column="load_hour_tstamp", range=results.counts_range),
                    *refiltered],
