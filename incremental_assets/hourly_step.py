@@ -30,9 +30,11 @@ from incremental_assets.partitions import floor_hour, hours_between
 from incremental_assets.sources.load_hours import SourceSnapshot, source_snapshot
 from incremental_assets.sources.reader import read_source
 from incremental_assets.transforms.base_events import (
+    BROADCAST_VERDICTS_MAX_ROWS,
     COPY_COLUMNS,
     ValidatedRows,
     copies,
+    copy_verdicts,
     dominated_later,
     kept_copies,
     validate,
@@ -114,7 +116,9 @@ def compute(warehouse: WarehouseResource, start: datetime, end: datetime) -> Hou
     # after it that the window's kept copies dominate.
     earlier = _read_or_empty(warehouse, EVENT_COPIES, COPIES_SCHEMA, "load_tstamp", start - lookback, start,
                              columns=list(COPY_COLUMNS))
-    kept = materialized(kept_copies(valid, earlier, lookback=lookback))
+    verdicts = materialized(copy_verdicts(valid, earlier, lookback=lookback))
+    kept = materialized(kept_copies(valid, verdicts,
+                                    broadcast_verdicts=verdicts.count() <= BROADCAST_VERDICTS_MAX_ROWS))
     later = _read_or_empty(warehouse, EVENT_COPIES, COPIES_SCHEMA, "load_tstamp", end, end + lookback,
                            columns=list(COPY_COLUMNS))
     dominated = materialized(dominated_later(kept, later, lookback=lookback))
@@ -182,7 +186,7 @@ def compute(warehouse: WarehouseResource, start: datetime, end: datetime) -> Hou
         refiltered=tuple(sorted({r.append_id for r in queued.select("append_id").distinct().collect()}
                                 | ({append_id} if changed else set()))),
         counts_range=counts_range,
-        materialized=[validated.checked, kept, dominated, queued, stored, touched_from, session_events, lifecycle,
+        materialized=[validated.checked, verdicts, kept, dominated, queued, stored, touched_from, session_events, lifecycle,
                       filtered],
         facts={"scan_from": scan_from.isoformat(), "copies_dominated": len(dominated_ids),
                "sessions_changed": len(changed_ids)})
