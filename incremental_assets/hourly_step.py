@@ -49,6 +49,7 @@ from incremental_assets.transforms.sessions import (
     sessions_needing_update,
 )
 from resources.materialized import materialized
+from resources.spark import broadcasts_allowed
 from resources.tables import RowRange
 from resources.warehouse import WarehouseResource
 
@@ -117,8 +118,8 @@ def compute(warehouse: WarehouseResource, start: datetime, end: datetime) -> Hou
     earlier = _read_or_empty(warehouse, EVENT_COPIES, COPIES_SCHEMA, "load_tstamp", start - lookback, start,
                              columns=list(COPY_COLUMNS))
     verdicts = materialized(copy_verdicts(valid, earlier, lookback=lookback))
-    kept = materialized(kept_copies(valid, verdicts,
-                                    broadcast_verdicts=verdicts.count() <= BROADCAST_VERDICTS_MAX_ROWS))
+    few = broadcasts_allowed(warehouse.spark) and verdicts.count() <= BROADCAST_VERDICTS_MAX_ROWS
+    kept = materialized(kept_copies(valid, verdicts, broadcast_verdicts=few))
     later = _read_or_empty(warehouse, EVENT_COPIES, COPIES_SCHEMA, "load_tstamp", end, end + lookback,
                            columns=list(COPY_COLUMNS))
     dominated = materialized(dominated_later(kept, later, lookback=lookback))

@@ -207,6 +207,13 @@ class SparkResource(LazyPySparkResource):
             self._spark_session = get_spark(self.spark_config)
 
 
+def broadcasts_allowed(spark) -> bool:
+    """False when the session has broadcast joins turned off (`spark.sql.autoBroadcastJoinThreshold`
+    negative, as Spark's error advises when a broadcast runs out of memory): then no join asks
+    for one either."""
+    return not spark.conf.get("spark.sql.autoBroadcastJoinThreshold", "10MB").strip().startswith("-")
+
+
 def as_utc(value):
     """A datetime collected from Spark (naive, UTC) as a timezone-aware UTC datetime."""
     if value is None or value.tzinfo is not None:

@@ -3,6 +3,7 @@ from datetime import datetime, timedelta, timezone
 
 from incremental_assets.sources.schema import load_time
 from incremental_assets.transforms.base_events import copies, copy_verdicts, dominated_later, kept_copies, validate
+from resources.spark import broadcasts_allowed
 
 from .conftest import event, naive, ts
 
@@ -185,9 +186,11 @@ def test_no_dedupe_join_forces_a_broadcast_of_the_window(spark, events_df):
     later = dominated_later(kept.select("event_id", "load_tstamp"), copies(window.valid), lookback=LOOKBACK)
     previous = {key: spark.conf.get(key, None) for key in ("spark.sql.autoBroadcastJoinThreshold",
                                                            "spark.sql.adaptive.autoBroadcastJoinThreshold")}
+    assert broadcasts_allowed(spark)
     spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
     spark.conf.set("spark.sql.adaptive.autoBroadcastJoinThreshold", "-1")
     try:
+        assert not broadcasts_allowed(spark)  # so the hourly step does not broadcast the verdicts
         for df in (kept, later):
             plan = df._jdf.queryExecution().executedPlan().toString()
             assert "Broadcast" not in plan, plan
