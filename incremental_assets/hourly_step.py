@@ -187,8 +187,8 @@ def compute(warehouse: WarehouseResource, start: datetime, end: datetime) -> Hou
         refiltered=tuple(sorted({r.append_id for r in queued.select("append_id").distinct().collect()}
                                 | ({append_id} if changed else set()))),
         counts_range=counts_range,
-        materialized=[validated.checked, verdicts, kept, dominated, queued, stored, touched_from, session_events, lifecycle,
-                      filtered],
+        materialized=[validated.checked, verdicts, kept, dominated, queued, stored, touched_from, session_events,
+                      lifecycle, filtered],
         facts={"scan_from": scan_from.isoformat(), "copies_dominated": len(dominated_ids),
                "sessions_changed": len(changed_ids)})
 

@@ -20,7 +20,7 @@ max_connections (100 by default) or a pooler in front of it accordingly.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from dagster_postgres import DagsterPostgresStorage
 from dagster_postgres.utils import create_pg_engine, get_token_provider_from_config, pg_url_from_config
