@@ -10,7 +10,7 @@ from dagster import AssetKey, DagsterInstance
 
 from incremental_assets.names import BASE_EVENTS, FILTERED_EVENTS, HOURLY_JOB, LIFECYCLE, QUARANTINED
 from incremental_assets.runner import execute_job
-from tests.reliability.helpers import use_settings
+from tests.reliability.helpers import use_settings, write_source
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -24,20 +24,8 @@ ONCE_PER_RUN = {
 EVERY_PARTITION = {"run_limits", "run_state", "rules_digest", "rows_written"}
 
 
-def write_source(spark, path) -> None:
-    """Two valid events in each load hour of HOURS."""
-    from incremental_assets.sources.schema import conform_to_atomic
-    from incremental_assets.sources.writer import write_source_table
-
-    rows = [(f"e-{h}-{i}", f"u{i}", f"s-{h}-{i}", f"2026-01-05 {h:02d}:{10 * i:02d}:00",
-             f"2026-01-05 {h:02d}:{10 * i + 5:02d}:00") for h in range(len(HOURS)) for i in range(2)]
-    df = spark.createDataFrame(rows, "event_id string, domain_userid string, domain_sessionid string, "
-                                     "derived_tstamp string, load_tstamp string")
-    write_source_table(conform_to_atomic(df).coalesce(1), str(path))
-
-
 def test_a_ranged_run_stores_what_is_the_same_for_every_hour_once(spark, tmp_path, monkeypatch):
-    write_source(spark, tmp_path / "lake")
+    write_source(spark, tmp_path / "lake", hours=range(len(HOURS)))  # two events an hour
     use_settings(monkeypatch, str(tmp_path / "lake"), tmp_path / "warehouse")
     instance = DagsterInstance.ephemeral()
     run = execute_job(HOURLY_JOB, instance=instance, partitions=(HOURS[0], HOURS[-1]), echo=print)

@@ -178,3 +178,16 @@ def wait_for(predicate, *, timeout: float, what: str, child: Child | None = None
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(0.1)
+
+
+def write_source(spark, path, hours, *, mode="error") -> set[str]:
+    """Two valid events in each load hour `hours` of 2026-01-05 at `path`; returns their event ids."""
+    from incremental_assets.sources.schema import conform_to_atomic
+    from incremental_assets.sources.writer import write_source_table
+
+    rows = [(f"e-{h}-{i}", f"u{i}", f"s-{h}-{i}", f"2026-01-05 {h:02d}:{10 * i:02d}:00",
+             f"2026-01-05 {h:02d}:{10 * i + 5:02d}:00") for h in hours for i in range(2)]
+    df = spark.createDataFrame(rows, "event_id string, domain_userid string, domain_sessionid string, "
+                                     "derived_tstamp string, load_tstamp string")
+    write_source_table(conform_to_atomic(df).coalesce(1), str(path), mode=mode)
+    return {r[0] for r in rows}

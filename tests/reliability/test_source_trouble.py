@@ -14,26 +14,13 @@ from incremental_assets.names import HOURLY_ASSETS
 from incremental_assets.planning.processing_manifest import ItemStatus
 from resources.manifest import ManifestStore
 from tests.delta_reads import read_table
-from tests.reliability.helpers import MANIFEST, SETTINGS, make_dagster_home, run_in_process
+from tests.reliability.helpers import MANIFEST, SETTINGS, make_dagster_home, run_in_process, write_source
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 def at(hour: int) -> datetime:
     return datetime(2026, 1, 5, hour, tzinfo=timezone.utc)
-
-
-def write_source(spark, path, hours, *, mode="error") -> set[str]:
-    """Two valid events per load hour; returns their event ids."""
-    from incremental_assets.sources.schema import conform_to_atomic
-    from incremental_assets.sources.writer import write_source_table
-
-    rows = [(f"e-{h}-{i}", f"u{i}", f"s-{h}-{i}", f"2026-01-05 {h:02d}:{10 * i:02d}:00",
-             f"2026-01-05 {h:02d}:{10 * i + 5:02d}:00") for h in hours for i in range(2)]
-    df = spark.createDataFrame(rows, "event_id string, domain_userid string, domain_sessionid string, "
-                                     "derived_tstamp string, load_tstamp string")
-    write_source_table(conform_to_atomic(df).coalesce(1), str(path), mode=mode)
-    return {r[0] for r in rows}
 
 
 def vacuum_everything_unused(path) -> None:
