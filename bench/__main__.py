@@ -1,6 +1,7 @@
 """`make bench`: what a full rebuild, an incremental hour and a sensor tick cost, and DuckDB's time.
 
-    python -m bench [--events 10000000] [--days 30] [--repeats 3] [--small] [--maintenance-hours 300]
+    python -m bench [--events 10000000] [--days 30] [--repeats 3] [--rebuild-repeats N] [--small]
+                    [--maintenance-hours 300]
                     [--long-history-days 300] [--long-history-events 30000] [--out bench/RESULTS.md]
                     [--dagster-storage postgres|sqlite]
 
@@ -8,11 +9,14 @@ Dagster's runs and events go to SQLite files, the embedded default; `--dagster-s
 keeps them in a PostgreSQL server as production does (bench/dagster_storage.py; the server
 binaries must be on PATH).
 
-Steps (each figure is the median of --repeats runs, with min and max):
+Steps (each figure is the median of --repeats runs, with min and max; the full rebuilds, of
+--rebuild-repeats runs, --repeats by default: at 10M events one takes about 25 minutes):
 1. generate a pool of events over days + 1 with the sample generator; the source holds the
    loads of the first `days` days, the last day is what later "arrives";
 2. full backfill of all assets into an empty warehouse: warm (this process, Spark already
-   up) and cold (a new `incremental-assets backfill` process each time); events per second;
+   up) and cold (a new `incremental-assets backfill` process each time, at the end); events
+   per second; DuckDB (step 6) right after the warm ones, whose first warehouse it compares
+   with before new hours change it;
 3. for histories of 3, 10 and `days` days: backfill that history, then append one load
    hour at a time to the source and time the incremental run (`run --until`) that
    processes it, with the Delta files and bytes each asset's reads were planned over and
@@ -260,6 +264,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                              "300 by default, 0 with --small (its backfill alone takes longer than the rest)")
     parser.add_argument("--long-history-events", type=int, default=30_000,
                         help="events loaded over the long history")
+    parser.add_argument("--rebuild-repeats", type=int, default=None,
+                        help="full rebuilds of each kind, warm and cold (default: --repeats; at least 1)")
     parser.add_argument("--skip-cold", action="store_true", help="leave out the cold (new process) rebuilds")
     parser.add_argument("--maintenance-hours", type=int, default=300,
                         help="hourly writes before the table-maintenance measurement")
@@ -283,6 +289,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     args.histories = sorted({int(d) for d in args.histories.split(",") if int(d) <= args.days} | {args.days})
     if args.repeats < 3:
         parser.error("--repeats must be at least 3 (every figure is a median of at least 3 runs)")
+    if args.rebuild_repeats is None:
+        args.rebuild_repeats = args.repeats
+    if args.rebuild_repeats < 1:
+        parser.error(f"--rebuild-repeats must be at least 1, not {args.rebuild_repeats}")
     args.out = Path(args.out or BENCH_DIR / ("RESULTS-small.md" if args.small else "RESULTS.md"))
     if args.baseline is None and args.out.with_suffix(".json").exists():
         args.baseline = str(args.out.with_suffix(".json"))
@@ -333,17 +343,21 @@ def run_benchmark(args: argparse.Namespace, work: Path, storage: DagsterStorage,
     full_source = sources[args.days]
     source_rows = results["source_rows"] = source_rows[args.days]
 
-    say(f"full backfill, warm, {args.repeats} runs")
+    say(f"full backfill, warm, {args.rebuild_repeats} runs")
     warm, warm_steps = Figure(), []
-    for run in range(args.repeats):
+    for run in range(args.rebuild_repeats):
         seconds, steps, warehouse, instance = full_backfill_warm(spark, work, storage, full_source, args.days, run)
         warm.add(seconds)
         warm_steps.append(steps)
-        if 0 < run < args.repeats - 1:  # keep the first (DuckDB's reference) and the last (history)
+        if 0 < run < args.rebuild_repeats - 1:  # keep the first (DuckDB's reference) and the last (history)
             shutil.rmtree(warehouse, ignore_errors=True)
         say(f"  warm run {run + 1}: {seconds:.1f} s ({source_rows / seconds:,.0f} events/s)")
     reference_warehouse = work / "full_warm_0"
     results["full_warm"], results["full_warm_steps"] = warm, warm_steps
+    report(results)
+    # Now: with one rebuild, its warehouse is also the history the new hours below change.
+    say("DuckDB")
+    results["duckdb"] = duckdb_comparison(full_source, reference_warehouse, work, args.repeats)
     report(results)
     # New hours go to a copy: the rebuilds' source stays as it was, for DuckDB to read.
     growing = work / f"source_{args.days}d_growing"
@@ -389,7 +403,7 @@ def run_benchmark(args: argparse.Namespace, work: Path, storage: DagsterStorage,
     results["sensor"] = sensor_ticks(pool, tables, growing, instance, after, args.repeats)
 
     say("cold hours (a new process each)")
-    home = work / f"full_warm_{args.repeats - 1}_dagster"
+    home = work / f"full_warm_{args.rebuild_repeats - 1}_dagster"
     results["cold_hour"] = cold_hours(tables, pool, growing, warehouse, home, after, args.repeats)
     report(results)
     say("cold hours through a Spark Connect server (a new client process each)")
@@ -400,13 +414,10 @@ def run_benchmark(args: argparse.Namespace, work: Path, storage: DagsterStorage,
     results["maintenance"] = maintenance_effect(spark, tables, pool, work, args.maintenance_hours, args.repeats)
     report(results)
 
-    say("DuckDB")
-    results["duckdb"] = duckdb_comparison(full_source, reference_warehouse, work, args.repeats)
-    report(results)
     if not args.skip_cold:
-        say(f"full backfill, cold (new process), {args.repeats} runs")
+        say(f"full backfill, cold (new process), {args.rebuild_repeats} runs")
         cold = Figure()
-        for run in range(args.repeats):
+        for run in range(args.rebuild_repeats):
             cold.add(full_backfill_cold(work, storage, full_source, args.days, run))
             say(f"  cold run {run + 1}: {cold.values[-1]:.1f} s")
         results["full_cold"] = cold

@@ -20,6 +20,13 @@ from importlib.metadata import version
 from pathlib import Path
 
 
+def _command_line(args: dict[str, str]) -> str:
+    """The options a run was started with that change what it measures, as typed."""
+    shown = ("events", "days", "repeats", "rebuild_repeats", "small", "skip_cold", "dagster_storage")
+    return " ".join(f"--{k.replace('_', '-')}" if v == "True" else f"--{k.replace('_', '-')} {v}"
+                    for k, v in args.items() if k in shown and v not in ("False", "None"))
+
+
 def _span(figure, unit: str = "s", digits: int = 1) -> str:
     return (f"{figure.median:.{digits}f} {unit} [{min(figure.values):.{digits}f} .. "
             f"{max(figure.values):.{digits}f}]")
@@ -230,6 +237,8 @@ def write_report(results: dict, out: Path, json_path: Path | None = None, baseli
 
     args = results["args"]
     days, repeats = int(args["days"]), int(args["repeats"])
+    rebuild_repeats = int(args.get("rebuild_repeats", repeats))
+    rebuilds = "" if rebuild_repeats == repeats else f"; the full rebuilds: {rebuild_repeats} run{'s' * (rebuild_repeats > 1)}"
     results.setdefault("written", written_now())
     events = results["source_rows"]
     if "machine" not in results:  # kept with the figures: a report rendered again shows the run's own
@@ -255,11 +264,11 @@ def write_report(results: dict, out: Path, json_path: Path | None = None, baseli
     lines = [
         "# Benchmark results",
         "",
-        f"Written by `python -m bench` ({' '.join(f'--{k}' if v == 'True' else f'--{k} {v}' for k, v in results['args'].items() if k in ('events', 'days', 'repeats', 'small') and v != 'False')}) "
+        f"Written by `python -m bench` ({_command_line(args)}) "
         f"on {results['written']}{' at commit ' + results['commit'] if results.get('commit') else ''}; "
         f"the whole benchmark took "
         f"{results['seconds_total'] / 60:.0f} min{'' if results.get('complete') else ' (so far: not finished)'}. "
-        f"Every figure: median [min .. max] of {repeats} runs.",
+        f"Every figure: median [min .. max] of {repeats} runs{rebuilds}.",
         "",
         "## Machine, versions, settings",
         *results["machine"],
