@@ -22,7 +22,7 @@ help:
 	@echo "make stack-up / stack-down  start / stop that stack locally (state in .stack/)"
 	@echo "make soak    many runs in a row over a growing source (SOAK_HOURS=24)"
 	@echo "make ui      open the Dagster UI (dagster dev) on 127.0.0.1:3000"
-	@echo "make bench   benchmark: 10M events over 30 days, writes bench/RESULTS.md (about an hour)"
+	@echo "make bench   benchmark: 10M events over 30 days, writes bench/RESULTS.md (about 3 hours; BENCH_ARGS=\"--rebuild-repeats 1 --skip-cold\": 77 min)"
 	@echo "make bench-small  the same on 300k events over 10 days (a few minutes)"
 
 check-prereqs:

@@ -10,7 +10,7 @@ keeps them in a PostgreSQL server as production does (bench/dagster_storage.py; 
 binaries must be on PATH).
 
 Steps (each figure is the median of --repeats runs, with min and max; the full rebuilds, of
---rebuild-repeats runs, --repeats by default: at 10M events one takes about 25 minutes):
+--rebuild-repeats runs, --repeats by default: at 10M events one takes about 16 minutes):
 1. generate a pool of events over days + 1 with the sample generator; the source holds the
    loads of the first `days` days, the last day is what later "arrives";
 2. full backfill of all assets into an empty warehouse: warm (this process, Spark already

@@ -67,13 +67,35 @@ def _machine() -> list[str]:
                              ("pyspark", "dagster", "deltalake", "pyarrow", "duckdb"))]
 
 
+# Steps that replaced several steps of earlier code (its asset or check steps made one): a
+# baseline's seconds for them are the sum of the steps they replaced.
+MERGED_STEPS = {
+    "hourly_assets": ("base_events", "sessions_lifecycle_manifest", "quarantined_sessions", "filtered_events"),
+    "event_id_unique": ("base_events_event_id_unique", "filtered_events_event_id_unique"),
+}
+
+
+def _merged(steps: dict) -> dict:
+    """One run's steps with the steps each MERGED_STEPS entry replaced summed into it (a run
+    that already has the merged step is left as it is)."""
+    steps = dict(steps)
+    for merged, parts in MERGED_STEPS.items():
+        found = [steps.pop(part) for part in parts if part in steps]
+        if found and merged not in steps:
+            steps[merged] = {m: sum(f.get(m, 0) for f in found) for m in found[0]}
+    return steps
+
+
 def _step_seconds(runs: list[dict], key: str) -> float:
     return statistics.median(steps.get(key, {}).get("seconds", 0) for steps in runs)
 
 
 def _steps_table(runs: list[dict], before: list[dict] | None = None) -> list[str]:
     """Per step: median over the runs of seconds, files, bytes planned, Spark input bytes; with
-    `before` (the baseline's runs of the same figure), its seconds too ("-": no such step then)."""
+    `before` (the baseline's runs of the same figure), its seconds too ("-": no such step then;
+    a step that replaced several: their sum, MERGED_STEPS)."""
+    if before is not None:
+        before = [_merged(steps) for steps in before]
     keys = sorted({k for steps in runs for k in steps} | {k for steps in before or [] for k in steps})
     lines = ["| step | seconds | Delta files | bytes in those files | Spark input bytes |",
              "|---|---:|---:|---:|---:|"]
@@ -226,7 +248,9 @@ def before_and_after(results: dict, baseline: dict) -> list[str]:
     if "seconds_total" in baseline:
         lines.append(f"| whole benchmark | {baseline['seconds_total'] / 60:.0f} min | "
                      f"{results['seconds_total'] / 60:.0f} min | |")
-    return lines + ["", "Each step table below gives the baseline's seconds per step beside this run's.", ""]
+    merged = "; ".join(f"{step}: {' + '.join(parts)}" for step, parts in MERGED_STEPS.items())
+    return lines + ["", "Each step table below gives the baseline's seconds per step beside this run's. Where one "
+                    f"step replaced several of the baseline's, its seconds before are their sum ({merged}).", ""]
 
 
 def write_report(results: dict, out: Path, json_path: Path | None = None, baseline: dict | None = None) -> None:

@@ -31,7 +31,7 @@ def test_raw_figures_read_back_are_the_figures_written(tmp_path):
 
 
 def test_each_figure_and_step_is_shown_beside_the_baselines(tmp_path):
-    before = _run(100.0, 20.0, {"base_events": 6.0, "attributes": 2.0})
+    before = _run(100.0, 20.0, {"no_stale_locks": 0.5, "attributes": 2.0})
     after = _run(80.0, 15.0, {"hourly_assets": 9.0, "attributes": 1.5})
     out = tmp_path / "RESULTS.md"
     write_report(after, out, baseline=before)
@@ -42,8 +42,22 @@ def test_each_figure_and_step_is_shown_beside_the_baselines(tmp_path):
     assert "| step | seconds before | seconds | Delta files | bytes in those files | Spark input bytes |" in text
     assert "| attributes | 2.00 | 1.50 | 1 | 1.0 MB | 2.0 MB |" in text
     assert "| hourly_assets | - | 9.00 | 1 | 1.0 MB | 2.0 MB |" in text  # a new step
-    assert "| base_events | 6.00 | - | | | |" in text  # a step that no longer runs
+    assert "| no_stale_locks | 0.50 | - | | | |" in text  # a step that no longer runs
     assert "not comparable" not in text
+
+
+def test_a_step_that_replaced_several_is_shown_beside_their_sum(tmp_path):
+    before = _run(100.0, 20.0, {"base_events": 6.0, "filtered_events": 3.5, "sessions_lifecycle_manifest": 1.0,
+                                "base_events_event_id_unique": 0.75, "attributes": 2.0})
+    after = _run(80.0, 15.0, {"hourly_assets": 9.0, "event_id_unique": 1.25, "attributes": 1.5})
+    out = tmp_path / "RESULTS.md"
+    write_report(after, out, baseline=before)
+    text = out.read_text()
+
+    assert "| hourly_assets | 10.50 | 9.00 | 1 | 1.0 MB | 2.0 MB |" in text
+    assert "| event_id_unique | 0.75 | 1.25 | 1 | 1.0 MB | 2.0 MB |" in text
+    assert "| base_events |" not in text and "| filtered_events |" not in text
+    assert "| attributes | 2.00 | 1.50 |" in text
 
 
 def test_a_baseline_of_another_size_is_flagged_and_a_figure_only_one_run_has_shows_a_dash():
