@@ -80,8 +80,10 @@ def _merged(steps: dict) -> dict:
     that already has the merged step is left as it is)."""
     steps = dict(steps)
     for merged, parts in MERGED_STEPS.items():
+        if merged in steps:
+            continue
         found = [steps.pop(part) for part in parts if part in steps]
-        if found and merged not in steps:
+        if found:
             steps[merged] = {m: sum(f.get(m, 0) for f in found) for m in found[0]}
     return steps
 
