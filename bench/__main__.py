@@ -323,16 +323,20 @@ def run_benchmark(args: argparse.Namespace, work: Path, storage: DagsterStorage,
     spark = get_spark()
     tables = table_store(spark, str(work), "delta-rs")
     results: dict = {"args": {k: str(v) for k, v in vars(args).items()}, "commit": _commit()}
-    from bench.report import load_results, write_report, written_now
+    from bench.report import load_results, targets_section, write_report, written_now
 
     # Read before this run's report replaces it (the default baseline is the last run's figures).
     baseline = load_results(Path(args.baseline)) if args.baseline not in (None, "none") else None
+    # A smaller run's report also shows the targets of the last full-size run (bench/RESULTS.json).
+    full_json = BENCH_DIR / "RESULTS.json"
+    full_run = (load_results(full_json) if full_json.exists() and args.out.with_suffix(".json").resolve() != full_json.resolve()
+                else None)
 
     def report(results: dict) -> None:
         """Write what is measured so far: a long run that is stopped still leaves its figures."""
         results["seconds_total"] = time.perf_counter() - began
         results["written"] = written_now()
-        write_report(results, args.out, args.out.with_suffix(".json"), baseline)
+        write_report(results, args.out, args.out.with_suffix(".json"), baseline, full_run)
 
     pool = make_pool(spark, work, events=args.events, days=args.days)
     sources, source_rows = {}, {}
@@ -425,6 +429,7 @@ def run_benchmark(args: argparse.Namespace, work: Path, storage: DagsterStorage,
     results["complete"] = True
     report(results)
 
+    print(targets_section(args.out.read_text()))
     say(f"done in {results['seconds_total'] / 60:.1f} min: {args.out}")
     return 0
 

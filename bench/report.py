@@ -194,9 +194,10 @@ def _sparse_history_section(history: dict, steps_before: list[dict] | None) -> l
             f"{_span(history['sensor']['idle'], digits=2)}", ""]
 
 
-def not_measured(results: dict) -> list[str]:
+def not_measured(results: dict, full_run: dict | None = None) -> list[str]:
     """The targets this run's size or options leave out, each with what measures it (the report
-    lists every target, measured or not)."""
+    lists every target, measured or not); with `full_run`, the raw figures of the last full-size
+    run, its targets too, named as that run's."""
     missing = []
     if results.get("source_rows", 0) < 1_000_000:
         missing.append("the 10M-event figures (warm hour at most 6 s, cold CLI hour at most 20 s): `make bench`")
@@ -204,7 +205,23 @@ def not_measured(results: dict) -> list[str]:
         missing.append("the 300-day sparse history (an hour within 1.2x of 10 days at the same density, a sensor "
                        "tick at most 0.3 s): `make bench`, or `--long-history-days 300` beside `--small` (its "
                        "backfill takes about 20 minutes on 2 cores)")
-    return ["Not measured by this run:", *[f"- {line}" for line in missing], ""] if missing else []
+    if not missing:
+        return []
+    lines = ["Not measured by this run:", *[f"- {line}" for line in missing], ""]
+    if full_run is not None:
+        lines += [f"Every target as the last full-size run measured it (`make bench`, {full_run['source_rows']:,} "
+                  f"events over {full_run['args']['days']} days, written {full_run.get('written', '?')}"
+                  f"{' at commit ' + full_run['commit'] if full_run.get('commit') else ''}; "
+                  "[RESULTS.md](RESULTS.md)):", "", "| target | figure | met |", "|---|---|---|",
+                  *[f"| {name} | {figure} | {'yes' if met else '**no**'} |"
+                    for name, figure, met in targets(full_run, int(full_run["args"]["days"]))], ""]
+    return lines
+
+
+def targets_section(report: str) -> str:
+    """The report's targets, measured and not (what a run prints when it ends)."""
+    section = report.split("## Targets", 1)[-1].split("\n## ", 1)[0]
+    return "Targets" + section.rstrip()
 
 
 def written_now() -> str:
@@ -255,9 +272,11 @@ def before_and_after(results: dict, baseline: dict) -> list[str]:
                     f"step replaced several of the baseline's, its seconds before are their sum ({merged}).", ""]
 
 
-def write_report(results: dict, out: Path, json_path: Path | None = None, baseline: dict | None = None) -> None:
+def write_report(results: dict, out: Path, json_path: Path | None = None, baseline: dict | None = None,
+                 full_run: dict | None = None) -> None:
     """RESULTS.md from `results` (and its raw figures at `json_path`); with `baseline`, an
-    earlier run's results, each figure and step beside the earlier one."""
+    earlier run's results, each figure and step beside the earlier one; with `full_run`, the
+    last full-size run's results, its targets beside those this run leaves out."""
     from incremental_assets.settings import Settings
     from resources.spark import spark_config_from_env
 
@@ -306,7 +325,7 @@ def write_report(results: dict, out: Path, json_path: Path | None = None, baseli
         "|---|---|---|",
         *[f"| {name} | {figure} | {'yes' if met else '**no**'} |" for name, figure, met in targets(results, days)],
         "",
-        *not_measured(results),
+        *not_measured(results, full_run),
         *(before_and_after(results, baseline) if baseline else []),
         "## Full rebuild (backfill of every asset into an empty warehouse)",
         f"- warm (Spark session up, in-process runs): {_span(results['full_warm'])}, "
@@ -402,10 +421,13 @@ def main(argv=None) -> int:
     parser.add_argument("results", type=Path, help="a run's raw figures (bench/RESULTS.json)")
     parser.add_argument("--baseline", type=Path, help="an earlier run's raw figures, shown beside these")
     parser.add_argument("--out", type=Path, help="where to write the report (default: RESULTS.md beside results)")
+    parser.add_argument("--full-run", type=Path, help="the last full-size run's raw figures (bench/RESULTS.json): "
+                                                      "their targets beside those a smaller run leaves out")
     args = parser.parse_args(argv)
     results = load_results(args.results)
     write_report(results, args.out or args.results.with_suffix(".md"),
-                 baseline=load_results(args.baseline) if args.baseline else None)
+                 baseline=load_results(args.baseline) if args.baseline else None,
+                 full_run=load_results(args.full_run) if args.full_run else None)
     return 0
 
 

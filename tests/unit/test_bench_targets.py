@@ -1,7 +1,7 @@
 """The benchmark's targets table: the ratios it reports and whether each target is met."""
 
 from bench.measure import Figure
-from bench.report import _duckdb_section, not_measured, targets
+from bench.report import _duckdb_section, not_measured, targets, targets_section
 
 
 def _hour(seconds: float, file_bytes: float, spark_bytes: float) -> dict:
@@ -118,3 +118,16 @@ def test_the_targets_a_run_leaves_out_are_named_with_what_measures_them():
     assert any("10M-event figures" in line for line in small) and any("300-day" in line for line in small)
     full = {"source_rows": 10_000_000, "long_history": {"days": 300}}
     assert not_measured(full) == []
+
+
+def test_a_smaller_run_shows_the_last_full_runs_targets_as_that_runs_and_prints_them():
+    full_run = {**_results(_hour(20, 1000, 100), _hour(31.9, 1100, 110)), "source_rows": 10_219_869,
+                "args": {"days": "30"}, "written": "2026-11-26 16:29 UTC", "commit": "fd80609"}
+    lines = not_measured({"source_rows": 300_000}, full_run)
+
+    assert any("written 2026-11-26 16:29 UTC at commit fd80609" in line for line in lines)
+    assert "| warm incremental hour at 30 d of history at most 6 s | 31.9 s | **no** |" in lines
+    assert not_measured({"source_rows": 10_000_000, "long_history": {"days": 300}}, full_run) == []
+    report = "# R\n\n## Targets\n| target |\n" + "\n".join(lines) + "\n## Before and after\nx"
+    printed = targets_section(report)
+    assert printed.startswith("Targets") and "at commit fd80609" in printed and "Before and after" not in printed
