@@ -429,7 +429,7 @@ def run_benchmark(args: argparse.Namespace, work: Path, storage: DagsterStorage,
     results["complete"] = True
     report(results)
 
-    print(targets_section(args.out.read_text()))
+    print("\n".join(targets_section(results, full_run)))
     say(f"done in {results['seconds_total'] / 60:.1f} min: {args.out}")
     return 0
 

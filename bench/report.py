@@ -212,16 +212,19 @@ def not_measured(results: dict, full_run: dict | None = None) -> list[str]:
         lines += [f"Every target as the last full-size run measured it (`make bench`, {full_run['source_rows']:,} "
                   f"events over {full_run['args']['days']} days, written {full_run.get('written', '?')}"
                   f"{' at commit ' + full_run['commit'] if full_run.get('commit') else ''}; "
-                  "[RESULTS.md](RESULTS.md)):", "", "| target | figure | met |", "|---|---|---|",
-                  *[f"| {name} | {figure} | {'yes' if met else '**no**'} |"
-                    for name, figure, met in targets(full_run, int(full_run["args"]["days"]))], ""]
+                  "[RESULTS.md](RESULTS.md)):", "", *_targets_table(full_run), ""]
     return lines
 
 
-def targets_section(report: str) -> str:
-    """The report's targets, measured and not (what a run prints when it ends)."""
-    section = report.split("## Targets", 1)[-1].split("\n## ", 1)[0]
-    return "Targets" + section.rstrip()
+def _targets_table(results: dict) -> list[str]:
+    return ["| target | figure | met |", "|---|---|---|",
+            *[f"| {name} | {figure} | {'yes' if met else '**no**'} |"
+              for name, figure, met in targets(results, int(results["args"]["days"]))]]
+
+
+def targets_section(results: dict, full_run: dict | None = None) -> list[str]:
+    """The report's targets, measured and not (also what a run prints when it ends)."""
+    return ["## Targets", *_targets_table(results), "", *not_measured(results, full_run)]
 
 
 def written_now() -> str:
@@ -320,12 +323,7 @@ def write_report(results: dict, out: Path, json_path: Path | None = None, baseli
         f"- source: {events:,} rows loaded over {days} days (sample generator, seed 42), "
         f"then one load hour at a time appended",
         "",
-        "## Targets",
-        "| target | figure | met |",
-        "|---|---|---|",
-        *[f"| {name} | {figure} | {'yes' if met else '**no**'} |" for name, figure, met in targets(results, days)],
-        "",
-        *not_measured(results, full_run),
+        *targets_section(results, full_run),
         *(before_and_after(results, baseline) if baseline else []),
         "## Full rebuild (backfill of every asset into an empty warehouse)",
         f"- warm (Spark session up, in-process runs): {_span(results['full_warm'])}, "
