@@ -141,9 +141,11 @@ def hours_to_run(source: Mapping[datetime, str], processed: Mapping[datetime, Pr
     if lookback and last_data_end is not None:
         relook = [h for h in _hours(last_data_end - HOUR * int(lookback / HOUR), last_data_end)
                   if h in source and h not in excluded and h not in due]
-    due = sorted(due + relook)
+    # The backfill window counts from the oldest hour that is really due: look-back hours
+    # (always "due", always before it) must never hold the due hours back, or every run would
+    # re-run the look-back alone and defer the rest forever.
     deferred = [h for h in due if h >= due[0] + limit] if due else []
-    run = [h for h in due if h not in deferred]
+    run = sorted(relook + [h for h in due if h not in deferred])
     ranges = _ranges(run, empty)
     if max_hours_per_run is not None:
         ranges = split_ranges(ranges, max_hours_per_run)

@@ -118,6 +118,38 @@ def test_lookback_window_hours_reruns_hours_before_last_success():
     assert result.lookback == [at(4), at(5)] and result.ranges == [(at(4), at(6))]
 
 
+def test_lookback_hours_never_hold_due_hours_back():
+    # Issue 41, item 10: processed up to 05:00, then data again 30 h later, a 1-day backfill
+    # window. The look-back hours anchored the window: the due hours stayed deferred forever.
+    source = {h: "x" for h in [*range(6), 36, 37]}
+    processed = {h: done("x") for h in range(6)}
+    result = plan(source, processed, now=40, limit=1, lookback=6)
+    assert result.new == [at(36), at(37)] and result.deferred == []
+    assert result.hours == [at(h) for h in (0, 1, 2, 3, 4, 5, 36, 37)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(source=st.dictionaries(st.integers(0, 24 * 6), st.sampled_from(["a", "b"]), max_size=40),
+       processed=st.dictionaries(st.integers(0, 24 * 6), st.sampled_from(["", "a", "b"]), max_size=20),
+       lookback=st.sampled_from([0, 1, 6, 30]), max_hours=st.sampled_from([None, 5]))
+def test_any_sequence_of_plans_reaches_the_end_of_the_source(source, processed, lookback, max_hours):
+    """Running each plan as the runner does (plan again while hours are deferred) ends, in at
+    most as many plans as there are due hours, with nothing due and nothing deferred."""
+    now = 24 * 6 + 2
+    state = {h: done(f) for h, f in processed.items()}
+    due_at_first = len(plan(source, state, now=now, limit=1, lookback=lookback).deferred) + 1
+    for _ in range(due_at_first + 1):
+        result = plan(source, state, now=now, limit=1, lookback=lookback, max_hours=max_hours)
+        for hour in result.hours:
+            state[int((hour - T) / H)] = done(source.get(int((hour - T) / H), ""))
+        if not result.deferred:
+            break
+    else:
+        raise AssertionError(f"still deferring after {due_at_first + 1} plans: {result.deferred[:3]}")
+    final = plan(source, state, now=now, limit=1, lookback=lookback)
+    assert not (final.new or final.changed or final.removed or final.deferred)
+
+
 def test_closed_hours_start_at_starts_hour_and_end_before_the_open_hour():
     assert closed_hours(T + timedelta(minutes=30), at(3.2)) == [at(0), at(1), at(2)]
     assert closed_hours(T, at(0.5)) == []
