@@ -11,7 +11,7 @@ DEMO_START  ?= 2026-01-05
 DEMO_DAYS   ?= 7
 DEMO_EVENTS ?= 200000
 
-.PHONY: help setup check-prereqs demo test test-long test-clocks test-deployment stack-up stack-down soak ui validate bench bench-small clean
+.PHONY: help setup check-prereqs postgres-server demo test test-long test-clocks test-deployment stack-up stack-down soak ui validate bench bench-small clean
 
 help:
 	@echo "make demo    set up, generate a sample event lake, run the pipeline on it"
@@ -30,11 +30,14 @@ check-prereqs:
 	  || { echo "error: Python 3.11 is required (looked for '$(PYTHON)'): install python3.11 or run 'make PYTHON=/path/to/python3.11 ...'"; exit 1; }
 	@command -v java >/dev/null 2>&1 && java -version 2>&1 | awk -F'"' '/version/ {split($$2, v, "."); exit !(v[1] >= 17)}' \
 	  || { echo "error: Java 17 or newer is required for Spark: install a JDK 17 (e.g. 'apt-get install openjdk-17-jdk-headless') and put 'java' on PATH"; exit 1; }
+	@command -v mvn >/dev/null 2>&1 \
+	  || { echo "error: Maven ('mvn') is required once, to fetch the Delta Lake jars into a local cache: install it (e.g. 'apt-get install maven')"; exit 1; }
 
 $(STAMP): pyproject.toml | check-prereqs
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/python -m resources.delta_jars
 	@touch $(STAMP)
 
 setup: check-prereqs $(STAMP)
@@ -59,8 +62,18 @@ test-long: setup
 # master and two workers from the installed pyspark, dagster-webserver and dagster-daemon.
 DEPLOY_STAMP := $(VENV)/.deploy-installed
 $(DEPLOY_STAMP): $(STAMP)
+	@command -v initdb >/dev/null 2>&1 && command -v pg_ctl >/dev/null 2>&1 || $(MAKE) --no-print-directory postgres-server
 	$(BIN)/pip install -q -e '.[test,deploy]'
 	@touch $(DEPLOY_STAMP)
+
+# The PostgreSQL server binaries from Debian's packages, on a machine that lacks them (as root).
+postgres-server:
+	@command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] \
+	  || { echo "error: PostgreSQL's server (initdb, pg_ctl) is required: install it (e.g. 'apt-get install postgresql') and put its bin directory on PATH"; exit 1; }
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+	ln -sf $$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)/initdb /usr/local/bin/initdb
+	ln -sf $$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)/pg_ctl /usr/local/bin/pg_ctl
+	ln -sf $$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)/postgres /usr/local/bin/postgres
 
 test-deployment: $(DEPLOY_STAMP)
 	$(BIN)/python -m pytest tests/deployment -p no:cacheprovider

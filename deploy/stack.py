@@ -214,7 +214,8 @@ class Stack:
         driver of its own on the master."""
         if self.connect_port:
             return {"SPARK_REMOTE": self.spark_remote, "INCREMENTAL_SPARK_CONF": "spark.sql.shuffle.partitions=4"}
-        return {"INCREMENTAL_SPARK_MASTER": self.spark_master,
+        # The workers run on this host: the local warehouse is the same disk for all of them.
+        return {"INCREMENTAL_SPARK_MASTER": self.spark_master, "INCREMENTAL_WAREHOUSE_SHARED": "true",
                 "INCREMENTAL_SPARK_CONF": ";".join(f"{k}={v}" for k, v in self.driver_conf().items()),
                 "SPARK_LOCAL_IP": HOST}
 

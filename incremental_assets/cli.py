@@ -111,7 +111,7 @@ def cmd_maintain(args) -> int:
     now = args.now or datetime.now(timezone.utc)
     print(f"maintenance of {settings.warehouse_root}: compacting partitions from "
           f"{recent_partitions_from(settings, now)}, vacuum retention {settings.vacuum_retention_hours} h")
-    tables = table_store(get_spark(), settings.warehouse_root, settings.table_engine)
+    tables = table_store(get_spark(), settings.warehouse_root, settings.table_engine, shared=settings.warehouse_shared)
     results = maintain_tables(settings, tables, now, echo=print)
     print(f"done: {sum(r.files_before for r in results)} -> {sum(r.files_after for r in results)} files "
           f"in {len(results)} tables, {sum(r.files_vacuumed for r in results)} deleted from disk")

@@ -59,7 +59,9 @@ class Settings:
     abstinent_period: str = "PT0S"
     warehouse: str = "warehouse"
     source_path: str = "sample_lake/events"
-    table_engine: str = "auto"
+    table_engine: str = "delta-rs"  # the measured default; see README "Delta engine"
+    # A local warehouse path that is one shared filesystem on every host of a Spark cluster.
+    warehouse_shared: bool = False
     # Operations (not Snowplow's): automatic release of FAILED manifest items, sensor cadence,
     # and how old a PROCESSING lock may get before the stale-lock check warns.
     auto_resolve_failures: bool = False
@@ -70,6 +72,9 @@ class Settings:
     # within it, and no run may last longer).
     maintenance_recent_days: int = 3
     vacuum_retention_hours: int = 168
+    # The smallest retention vacuum accepts: a run or reader still using a file older than the
+    # retention would lose it. Lower it knowingly (a test warehouse nothing else reads).
+    vacuum_min_retention_hours: int = 24
 
     # -- derived values -------------------------------------------------------------
     @property
@@ -174,7 +179,13 @@ class Settings:
         _at_least("sensor_interval_seconds", self.sensor_interval_seconds, 30)
         _at_least("max_lock_age_hours", self.max_lock_age_hours, 0)
         _at_least("maintenance_recent_days", self.maintenance_recent_days, 1)
-        _at_least("vacuum_retention_hours", self.vacuum_retention_hours, 0)
+        _at_least("vacuum_min_retention_hours", self.vacuum_min_retention_hours, 0)
+        if self.vacuum_retention_hours < self.vacuum_min_retention_hours:
+            raise SettingsError(
+                f"vacuum_retention_hours={self.vacuum_retention_hours} is not accepted; it must be >= "
+                f"vacuum_min_retention_hours={self.vacuum_min_retention_hours}: vacuum would delete files "
+                "that a run still reading or writing may need (lower vacuum_min_retention_hours only "
+                "where nothing else uses the warehouse)")
         if self.run_type not in RUN_TYPES:
             raise SettingsError(
                 f"run_type={self.run_type!r} is not accepted; use one of {', '.join(RUN_TYPES)}")

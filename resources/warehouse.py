@@ -48,6 +48,8 @@ class WarehouseResource(ConfigurableResource):
     max_lock_age_hours: Optional[float] = None
     maintenance_recent_days: Optional[int] = None
     vacuum_retention_hours: Optional[int] = None
+    vacuum_min_retention_hours: Optional[int] = None
+    warehouse_shared: Optional[bool] = None
 
     _settings: Any = PrivateAttr(default=None)
     _tables: Any = PrivateAttr(default=None)
@@ -73,7 +75,8 @@ class WarehouseResource(ConfigurableResource):
     @property
     def tables(self) -> TableStore:
         if self._tables is None:
-            self._tables = table_store(self.spark, self.settings.warehouse_root, self.settings.table_engine)
+            self._tables = table_store(self.spark, self.settings.warehouse_root, self.settings.table_engine,
+                                       shared=self.settings.warehouse_shared)
         return self._tables
 
     @property

@@ -26,6 +26,7 @@ TEST_SPARK_CONF = {
     "spark.master": "local[2]",
     "spark.ui.enabled": "false",
     "spark.sql.shuffle.partitions": "2",
+    "spark.databricks.delta.snapshotPartitions": "2",
     "spark.default.parallelism": "2",
     "spark.driver.memory": "4g",  # one JVM for the whole session (the machine has 24 GB)
     "spark.sql.adaptive.enabled": "false",

@@ -7,14 +7,14 @@ import functools
 import operator
 import uuid
 import weakref
-from importlib.metadata import PackageNotFoundError, version
+from dataclasses import replace
 from typing import Callable, Sequence
 
 import delta.exceptions as delta_errors
-import pyspark
 from delta.tables import DeltaTable as SparkDeltaTable
 from pyspark.sql import functions as F
 
+from resources.delta_jars import DELTA_EXTENSION_CLASS, delta_coordinate
 from resources.tables.delta_log import load_table, row_count
 from resources.tables.interface import (
     APPEND_TOKEN_TXN_VERSION,
@@ -37,18 +37,6 @@ from resources.tables.ranges import (
     spark_type_name,
 )
 
-DELTA_EXTENSION_CLASS = "io.delta.sql.DeltaSparkSessionExtension"
-
-
-def _delta_spark_coordinate() -> str:
-    """Maven coordinate of the Delta jars matching the installed delta-spark and pyspark
-    (the naming delta-spark's own configure_spark_with_delta_pip uses)."""
-    try:
-        delta_version = version("delta-spark")
-    except PackageNotFoundError:
-        delta_version = "<delta-spark version>"
-    spark_minor = ".".join(pyspark.__version__.split(".")[:2])
-    return f"io.delta:delta-spark_{spark_minor}_2.13:{delta_version}"
 
 
 # Whether a class loads, per driver JVM (SparkContext): every table store asks, and the
@@ -88,12 +76,12 @@ def delta_spark_unavailable_reason(spark) -> str | None:
     if not configured:
         problems.append(f"spark.sql.extensions does not include {DELTA_EXTENSION_CLASS}")
     return (
-        "delta-spark engine: " + "; ".join(problems) + ". To enable it, start Spark with "
-        f"spark.jars.packages={_delta_spark_coordinate()} on a machine with Maven access "
-        "(delta.pip_utils.configure_spark_with_delta_pip(builder) sets this), or spark.jars "
-        "pointing at local delta-spark and delta-storage jars, plus "
-        f"spark.sql.extensions={DELTA_EXTENSION_CLASS} and spark.sql.catalog.spark_catalog="
-        "org.apache.spark.sql.delta.catalog.DeltaCatalog; or use table_engine=delta-rs."
+        "delta-spark engine: " + "; ".join(problems) + ". To enable it, run 'make setup' (or "
+        "'python -m resources.delta_jars'), which caches the Delta jars "
+        f"{delta_coordinate()} that every session then loads; or start Spark with those jars "
+        f"(spark.jars.packages) plus spark.sql.extensions={DELTA_EXTENSION_CLASS} and "
+        "spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog; "
+        "or use table_engine=delta-rs."
     )
 
 
@@ -198,16 +186,19 @@ class DeltaSparkTableStore(TableStore):
         partition_by = self._check_partition_by(partition_by, df.columns)
         check_columns_present(df.columns, sorted({r.column for r in rows}), f"replace {name}")
         ranges = resolve_rows(rows, df.schema, f"replace {name}")
-        # One Spark job to name the first offending row (Delta's own check would only fail).
+        # One Spark job counts the rows and names the first one outside the ranges (Delta's own
+        # check would only fail). Delta's numOutputRows also counts the rows a replace copies
+        # from the files it rewrites, so the count is the data's own.
         inside = functools.reduce(operator.or_, [spark_range_condition(r.column, r.lo, r.hi) for r in ranges],
                                   F.lit(False))
-        offending = df.where(~F.coalesce(inside, F.lit(False)))
-        first = offending.select(*[r.column for r in ranges[:1]]).limit(1).collect() if ranges else \
-            df.limit(1).collect()
-        if first:
+        outside = ~F.coalesce(inside, F.lit(False))
+        example = F.first(F.when(outside, F.col(ranges[0].column)), ignorenulls=True) if ranges else F.lit(None)
+        rows_given, rows_outside, first_outside = df.agg(
+            F.count(F.lit(1)), F.count(F.when(outside, 1)), example).first()
+        if rows_outside:
             if not ranges:
                 raise ValueError("replace: rows were given but the selection selects nothing")
-            raise out_of_range_error(ranges[0].column, ranges[0].lo, ranges[0].hi, first[0][0])
+            raise out_of_range_error(ranges[0].column, ranges[0].lo, ranges[0].hi, first_outside)
 
         def attempt() -> WriteResult:
             marker = f"replace {uuid.uuid4()}"
@@ -219,7 +210,7 @@ class DeltaSparkTableStore(TableStore):
                .option("mergeSchema", "true")
                .option("userMetadata", marker)
                .save(self.path(name)))
-            return self._result(name, marker, before, "numDeletedRows")
+            return replace(self._result(name, marker, before, "numDeletedRows"), rows_written=rows_given)
 
         return self._commit(attempt)
 
@@ -308,12 +299,16 @@ class DeltaSparkTableStore(TableStore):
         def attempt() -> WriteResult:
             marker = f"overwrite {uuid.uuid4()}"
             before = self.version(name)
+            # Delta reports no deleted rows for a whole-table overwrite: count them (from the
+            # files' statistics) in the version it replaces.
+            rows_before = None if before is None else self.spark.read.format("delta") \
+                .option("versionAsOf", before).load(self.path(name)).count()
             writer = df.write.format("delta").mode("overwrite").option("overwriteSchema", "true") \
                        .option("userMetadata", marker)
             if partition_by:
                 writer = writer.partitionBy(*partition_by)
             writer.save(self.path(name))
-            return self._result(name, marker, before)
+            return replace(self._result(name, marker, before), rows_deleted=rows_before)
 
         return self._commit(attempt)
 
@@ -352,7 +347,9 @@ class DeltaSparkTableStore(TableStore):
         partitions = table.detail().select("partitionColumns").collect()[0][0]
         builder = table.optimize()
         if partitions and partitions_from:
-            builder = builder.where(F.col(partitions[0]) >= F.lit(str(partitions_from)))
+            # The builder takes SQL text only: the value goes in as a quoted literal.
+            literal = str(partitions_from).replace("'", "''")
+            builder = builder.where(f"`{partitions[0]}` >= '{literal}'")
         metrics = builder.executeCompaction().select("metrics.numFilesRemoved").collect()
         return int(metrics[0][0]) if metrics else 0
 

@@ -28,7 +28,14 @@ from pyspark.sql.types import ByteType, DateType, IntegerType, LongType, ShortTy
 
 from resources.tables.delta_log import HIVE_NULL_PARTITION, spark_can_read_files
 from resources.tables.parquet_stats import add_action
-from resources.tables.staging import STATS_COLUMNS_PROPERTY, StagingNotVisible, sweep_stale_staging
+from resources.tables.staging import (
+    STATS_COLUMNS_PROPERTY,
+    StagingIncomplete,
+    StagingNotVisible,
+    check_staged_rows,
+    sweep_stale_staging,
+    write_parquet_counted,
+)
 
 # Every direct replace commits this Delta transaction id: delta-rs refuses a commit when a
 # concurrent one recorded the same id, so two replaces of one table never both land on the
@@ -69,8 +76,7 @@ class SparkFiles:
         self.partition_by = list(partition_by)
         self._dir = f"{root}/_staging/{uuid.uuid4().hex}"
         try:
-            writer = df.write.mode("error").option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
-            (writer.partitionBy(*self.partition_by) if self.partition_by else writer).parquet(self._dir)
+            written = write_parquet_counted(df, self._dir, self.partition_by)
         except BaseException:
             self.close()  # a failed Spark job can leave part files behind
             raise
@@ -85,6 +91,11 @@ class SparkFiles:
                 self.relative_paths.append(str(file.relative_to(self._dir)))
                 self.num_rows += rows
         self._moved: list[tuple[Path, Path]] = []  # (from, to)
+        try:  # the footers must hold every row Spark wrote: a replace must never commit fewer
+            check_staged_rows(self._dir, written, self.num_rows)
+        except StagingIncomplete:
+            self.close()
+            raise
 
     def _dataset(self, schema: pa.Schema) -> ds.Dataset:
         """The staged rows (partition columns from the directory names) in `schema`'s types."""

@@ -10,6 +10,8 @@ from typing import Sequence
 
 import pyarrow as pa
 import pyarrow.dataset as ds
+from pyspark.sql import Observation
+from pyspark.sql import functions as F
 
 
 def delta_field(field: pa.Field) -> pa.Field:
@@ -59,6 +61,32 @@ class StagingNotVisible(RuntimeError):
             "the same place on both, or an object-store warehouse (s3://..., abfss://...)")
 
 
+class StagingIncomplete(RuntimeError):
+    """The staged files hold fewer or more rows than Spark wrote: refuse to commit them."""
+
+    def __init__(self, path: str, written: int, found: int):
+        super().__init__(
+            f"Spark wrote {written} row(s) for this write under {path}, but the Parquet files this "
+            f"process finds there hold {found}: nothing was committed. On a cluster, executors on other "
+            "hosts write to their own disks unless the warehouse is one shared filesystem or an object "
+            "store; otherwise a file went missing between the write and the commit")
+
+
+def write_parquet_counted(df, path: str, partition_by: Sequence[str] = ()) -> int:
+    """Spark writes `df` as Parquet under `path`; returns how many rows it wrote, observed on
+    the write itself (no second job), to check the files against before committing them."""
+    observation = Observation()
+    writer = (df.observe(observation, F.count(F.lit(1)).alias("rows")).write.mode("error")
+              .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false"))
+    (writer.partitionBy(*partition_by) if partition_by else writer).parquet(path)
+    return int(observation.get["rows"])
+
+
+def check_staged_rows(path: str, written: int, found: int) -> None:
+    if found != written:
+        raise StagingIncomplete(path, written, found)
+
+
 class StagedRows:
     """A DataFrame's rows for one write, computed once.
 
@@ -79,7 +107,7 @@ class StagedRows:
             sweep_stale_staging(staging_root)
             self._path = f"{staging_root}/_staging/{uuid.uuid4().hex}"
             try:
-                df.write.mode("error").parquet(self._path)
+                written = write_parquet_counted(df, self._path)
             except BaseException:
                 self.close()  # a failed Spark job can leave part files behind
                 raise
@@ -91,6 +119,12 @@ class StagedRows:
         self.schema = pa.schema([delta_field(f) for f in source_schema])
         self.column_names = self.schema.names
         self.num_rows = self._table.num_rows if self._table is not None else self._dataset.count_rows()
+        if self._dataset is not None:
+            try:
+                check_staged_rows(self._path, written, self.num_rows)
+            except StagingIncomplete:
+                self.close()
+                raise
 
     def reader(self) -> pa.RecordBatchReader:
         """A fresh stream of all rows in `schema` (each commit attempt reads its own)."""

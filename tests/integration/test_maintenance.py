@@ -69,7 +69,7 @@ def test_maintenance_compacts_recent_partitions_vacuums_and_keeps_every_row(lake
     warehouse = tmp_path / "warehouse"
     for name, value in {"DAGSTER_HOME": home, "INCREMENTAL_WAREHOUSE": warehouse, "INCREMENTAL_SOURCE_PATH": lake,
                         "INCREMENTAL_START_DATE": DAY, "INCREMENTAL_ATTRIBUTES_AS_OF": "2026-01-06",
-                        "INCREMENTAL_VACUUM_RETENTION_HOURS": 0}.items():
+                        "INCREMENTAL_VACUUM_RETENTION_HOURS": 0, "INCREMENTAL_VACUUM_MIN_RETENTION_HOURS": 0}.items():
         monkeypatch.setenv(name, str(value))
     for hour in (2, 4, 6):  # three hourly runs: three commits of small files in one load_date partition
         assert cli.main(["run", "--until", f"2026-01-05T{hour:02d}:05:00Z"]) == 0

@@ -8,6 +8,7 @@ Engine-internal checks of the delta-rs engine (file pruning, fallbacks) are at t
 from __future__ import annotations
 
 import datetime as dt
+import re
 import threading
 from pathlib import Path
 
@@ -58,9 +59,9 @@ def instants(df) -> dict[int, int]:
 @pytest.fixture(params=["delta-rs", "delta-spark"])
 def store(request, spark, tmp_path):
     if request.param == "delta-spark":
+        # `make setup` caches the Delta jars and every session loads them: never a skip.
         reason = delta_spark_unavailable_reason(spark)
-        if reason:
-            pytest.skip(reason)
+        assert reason is None, reason
     return table_store(spark, str(tmp_path / "warehouse"), engine=request.param)
 
 
@@ -475,15 +476,26 @@ def test_concurrent_appends_with_the_same_token_write_once(store, spark):
 
 def test_engine_selection(spark, tmp_path):
     root = str(tmp_path)
-    reason = delta_spark_unavailable_reason(spark)
-    auto = table_store(spark, root)
-    assert auto.engine_name == ("delta-rs" if reason else "delta-spark")
+    assert delta_spark_unavailable_reason(spark) is None  # the session loads the cached jars
+    assert table_store(spark, root).engine_name == "delta-spark"  # auto
     assert table_store(spark, root, engine="delta-rs").engine_name == "delta-rs"
     with pytest.raises(ValueError, match=r"table_engine.*'auto', 'delta-rs', 'delta-spark'"):
         table_store(spark, root, engine="delta")
-    if reason:
-        with pytest.raises(RuntimeError, match=r"spark\.jars\.packages=io\.delta:delta-spark_.*configure_spark_with_delta_pip"):
-            table_store(spark, root, engine="delta-spark")
+
+
+class _SessionWithoutDelta:
+    """A Spark session as seen through Spark Connect without the Delta extension."""
+
+    class conf:  # noqa: N801 - stands in for SparkSession.conf
+        @staticmethod
+        def get(key, default=None):
+            return default
+
+
+def test_delta_spark_unavailable_says_how_to_enable_it():
+    reason = delta_spark_unavailable_reason(_SessionWithoutDelta())
+    assert "spark.sql.extensions does not include io.delta.sql.DeltaSparkSessionExtension" in reason
+    assert re.search(r"make setup.*io\.delta:delta-spark_\d\.\d_2\.13:\d", reason), reason
 
 
 # ---------------------------------------------------------------------------------------
@@ -720,3 +732,34 @@ def test_delta_rs_staged_rows_are_removed_when_the_spark_job_fails(rs_store, spa
         rs_store.replace_range("s", failing, column="ts", start=utc(5), end=utc(6))
     assert not staging.exists() or not any(staging.iterdir())
     assert ns(rs_store.read("s")) == [1]
+
+
+@pytest.mark.parametrize("write", ["replace", "merge"])
+def test_delta_rs_refuses_to_commit_staged_files_missing_rows_spark_wrote(rs_store, spark, monkeypatch, write):
+    """A cluster without a shared disk: executors' files never reach the driver. Simulated by
+    a staged file vanishing after Spark wrote it: the write counted its rows (an Observation)
+    and the footers hold fewer, so nothing is committed and the old rows stay."""
+    from resources.tables import direct_write, staging as staging_module
+    from resources.tables.staging import StagingIncomplete
+
+    rows = [(utc(5, h), h) for h in range(6)]
+    rs_store.replace_range("s", events(spark, *rows[:2]), column="ts", start=utc(5), end=utc(6))
+    rs_store.merge("m", events(spark, *rows[:2]), keys=["n"])
+    real = staging_module.write_parquet_counted
+
+    def losing_a_file(df, path, partition_by=()):
+        written = real(df, path, partition_by)
+        next(Path(path).rglob("part-*.parquet")).unlink()
+        return written
+
+    monkeypatch.setattr(direct_write, "write_parquet_counted", losing_a_file)
+    monkeypatch.setattr(staging_module, "write_parquet_counted", losing_a_file)
+    new_rows = events(spark, *[(utc(5, h), 10 + h) for h in range(6)]).repartition(3)
+    with pytest.raises(StagingIncomplete, match=r"Spark wrote 6 row\(s\) .* hold [0-5]: nothing was committed"):
+        if write == "replace":
+            rs_store.replace_range("s", new_rows, column="ts", start=utc(5), end=utc(6))
+        else:
+            rs_store.merge("m", new_rows, keys=["n"])
+    assert ns(rs_store.read("s")) == [0, 1] and ns(rs_store.read("m")) == [0, 1]
+    staging = Path(rs_store.root) / "_staging"
+    assert not staging.exists() or not any(staging.iterdir())

@@ -7,7 +7,7 @@ from incremental_assets.settings import Settings, SettingsError
 
 def test_defaults_are_valid():
     settings = Settings.load(environ={})
-    assert settings.backfill_limit_days == 30 and settings.app_ids == () and settings.table_engine == "auto"
+    assert settings.backfill_limit_days == 30 and settings.app_ids == () and settings.table_engine == "delta-rs"
 
 
 def test_environment_variables_and_lists():
@@ -37,11 +37,21 @@ def test_overrides_win_over_environment():
     ("max_session_days", "three", "max_session_days='three' is not a whole number"),
     ("min_rows_to_process", "0", "min_rows_to_process=0 is not accepted"),
     ("auto_resolve_failures", "maybe", "auto_resolve_failures='maybe' is not accepted"),
+    ("vacuum_retention_hours", "0", "vacuum_retention_hours=0 is not accepted; it must be >= "
+                                    "vacuum_min_retention_hours=24"),
+    ("vacuum_retention_hours", "23", "vacuum_retention_hours=23 is not accepted"),
 ])
 def test_bad_values_name_the_setting_and_what_is_accepted(name, value, words):
     with pytest.raises(SettingsError) as info:
         Settings.load(environ={f"INCREMENTAL_{name.upper()}": value})
     assert words in str(info.value)
+
+
+def test_a_retention_below_the_default_minimum_needs_the_minimum_lowered():
+    settings = Settings.load(environ={"INCREMENTAL_VACUUM_RETENTION_HOURS": "0",
+                                      "INCREMENTAL_VACUUM_MIN_RETENTION_HOURS": "0"})
+    assert settings.vacuum_retention_hours == 0
+    assert Settings.load(environ={"INCREMENTAL_VACUUM_RETENTION_HOURS": "24"}).vacuum_retention_hours == 24
 
 
 def test_unknown_setting_in_overrides_is_refused():
