@@ -4,9 +4,10 @@
 1. The source's rows of the window, at the version its fingerprints were taken from.
 2. Valid copies and rejected rows; the window's copies join the event_copies index.
 3. Kept copies: decided against the copies recorded in the dedupe look-back before the window.
-   Stored copies after the window that a kept copy now dominates are removed from base_events
-   and filtered_events (an earlier copy that arrives later wins).
-4. Sessions touched by the window (or by a removed copy) are recomputed from all their events.
+   Stored copies after the window that a copy of the window, kept or not, now dominates are
+   removed from base_events and filtered_events (an earlier copy that arrives later wins).
+4. Sessions touched by the window (or by a removed copy, or by a row of an earlier run of the
+   window that the source no longer holds) are recomputed from all their events.
 5. filtered_events for the window, and again for every touched session whose row changed in
    a field filtered rows carry (seed 000: all historic events of the session are reprocessed).
    Those sessions are queued (`sessions_to_refilter`) before the new session rows are written
@@ -34,6 +35,7 @@ from incremental_assets.transforms.base_events import (
     COPY_COLUMNS,
     ValidatedRows,
     copies,
+    copies_gone,
     copy_verdicts,
     dominated_later,
     kept_copies,
@@ -58,6 +60,8 @@ LIFECYCLE_SCHEMA = ("domain_sessionid string, domain_userid string, user_id stri
                     "first_load_tstamp timestamp, last_load_tstamp timestamp, is_quarantined boolean, "
                     "quarantined_at timestamp")
 REFILTER_SCHEMA = "domain_sessionid string, changed_from timestamp, append_id string"
+LEDGER_SCHEMA = ("load_hour_tstamp timestamp, source_fingerprint string, rules_digest string, "
+                 "processed_at timestamp, run_id string, source_version long")
 COPIES_SCHEMA = ("event_id string, load_tstamp timestamp, collector_tstamp timestamp, copy_hash long, "
                  "domain_sessionid string")
 
@@ -81,7 +85,8 @@ class HourlyResults:
     changed: RowRange  # the changed sessions' filtered rows, replaced
     to_refilter: DataFrame  # the changed sessions, queued until their filtered rows are written
     refiltered: tuple[str, ...]  # append ids of the queue rows the filtered write takes off
-    counts_range: tuple[datetime, datetime]  # load hours whose filtered counts are recomputed
+    counts_range: tuple[datetime, datetime | None]  # load hours whose filtered counts are recomputed (None: on)
+    revived: tuple[datetime, ...] = ()  # later load hours whose copies are decided again: run again
     materialized: list[DataFrame] = field(default_factory=list)  # released once written
     facts: dict = field(default_factory=dict)  # for metadata: scan_from, counts of changes
 
@@ -122,21 +127,34 @@ def compute(warehouse: WarehouseResource, start: datetime, end: datetime) -> Hou
     kept = materialized(kept_copies(valid, verdicts, broadcast_verdicts=few))
     later = _read_or_empty(warehouse, EVENT_COPIES, COPIES_SCHEMA, "load_tstamp", end, end + lookback,
                            columns=list(COPY_COLUMNS))
-    dominated = materialized(dominated_later(kept, later, lookback=lookback))
+    # Every valid copy of the window dominates the later copies within the look-back, a dropped
+    # one too (rules 3): a copy loaded 20 days after a kept one still drops the copy 20 days later.
+    dominated = materialized(dominated_later(valid, later, lookback=lookback))
     dominated_ids = sorted({r.event_id for r in dominated.select("event_id").distinct().collect()})
     dominated_rows = RowRange("load_tstamp", end, end + lookback, key="event_id", values=tuple(dominated_ids))
+    # Copies an earlier run of the window recorded that the source no longer holds may have
+    # dropped later copies, which must be decided again: their load hours run again.
+    recorded = _read_or_empty(warehouse, EVENT_COPIES, COPIES_SCHEMA, "load_tstamp", start, end,
+                              columns=list(COPY_COLUMNS)).select(*COPY_COLUMNS)
+    gone = copies_gone(recorded, valid.select(*COPY_COLUMNS))
+    revived = tuple(sorted({r.hour.replace(tzinfo=timezone.utc) for r in later.join(gone, "event_id", "left_semi")
+                            .select(F.date_trunc("hour", "load_tstamp").alias("hour")).distinct().collect()}))
 
-    # Sessions (rules 4): the window's, and those of removed copies, from all their events.
+    # Sessions (rules 4): the window's, those of removed copies, and those of the rows a re-run
+    # of the window replaces (rows gone from the source since: deleted, erased, filtered out),
+    # from all their events.
     queued = materialized(_read_or_empty(warehouse, SESSIONS_TO_REFILTER, REFILTER_SCHEMA))
-    # Every use of the stored sessions below is about a session of a kept row, of a removed copy
-    # or of the queue: those rows are read once, so no join below broadcasts or shuffles the
-    # whole sessions table (it grows with the history; the window's sessions do not).
+    replaced = _read_or_empty(warehouse, BASE_EVENTS, kept.schema, "load_tstamp", start, end,
+                              columns=["domain_sessionid"]).select("domain_sessionid")
+    # Every use of the stored sessions below is about a session of a kept row, of a removed or
+    # replaced copy or of the queue: those rows are read once, so no join below broadcasts or
+    # shuffles the whole sessions table (it grows with the history; the window's sessions do not).
     near = (kept.select("domain_sessionid").unionByName(dominated.select("domain_sessionid"))
-            .unionByName(queued.select("domain_sessionid")))  # a semi-join needs no distinct
+            .unionByName(replaced).unionByName(queued.select("domain_sessionid")))  # a semi-join needs no distinct
     stored = materialized(_read_or_empty(warehouse, LIFECYCLE, LIFECYCLE_SCHEMA)
                           .join(near, "domain_sessionid", "left_semi"))
     to_update = sessions_needing_update(kept, stored, max_session_days=settings.max_session_days)
-    of_removed = (dominated.select("domain_sessionid").distinct()
+    of_removed = (dominated.select("domain_sessionid").unionByName(replaced).distinct()
                   .join(stored.select("domain_sessionid", "first_load_tstamp"), "domain_sessionid", "left")
                   .select("domain_sessionid", F.col("first_load_tstamp").alias("scan_from")))
     touched_from = materialized(
@@ -161,8 +179,10 @@ def compute(warehouse: WarehouseResource, start: datetime, end: datetime) -> Hou
                .groupBy("domain_sessionid").agg(F.min("changed_from").alias("changed_from")).collect())
     changed_ids = tuple(sorted(r.domain_sessionid for r in changed))
     changed_from = min((r.changed_from for r in changed if r.changed_from is not None), default=start)
-    changed_rows = RowRange("load_tstamp", changed_from.replace(tzinfo=timezone.utc) if changed_ids else start, None,
-                            key="domain_sessionid", values=changed_ids)
+    # Never before scan_from: rows older than the session look-back are not read again, so
+    # they must not be deleted either (rules 4 assume no session spans longer).
+    changed_rows = RowRange("load_tstamp", max(changed_from.replace(tzinfo=timezone.utc), scan_from)
+                            if changed_ids else start, None, key="domain_sessionid", values=changed_ids)
 
     # filtered_events (rules 5): the window's rows with their sessions as they are now, and the
     # earlier rows of every changed session derived again.
@@ -178,7 +198,10 @@ def compute(warehouse: WarehouseResource, start: datetime, end: datetime) -> Hou
 
     to_refilter, append_id = queue_rows(warehouse, changed)
     first_count_hour = min(start, floor_hour(changed_rows.start)) if changed_ids else start
-    counts_range = (first_count_hour, end + lookback if dominated_ids else end)
+    # A changed session's filtered rows are replaced in every load hour from changed_from on,
+    # later hours included (processed before this window when hours run out of order): their
+    # counts follow, to the end of the table.
+    counts_range = (first_count_hour, None if changed_ids else end + lookback if dominated_ids else end)
     return HourlyResults(
         start=start, end=end, snapshot=snapshot, copies=copies(valid), rejected=rejected, kept=kept,
         dominated=dominated_rows, touched=touched, lifecycle=lifecycle,
@@ -186,11 +209,11 @@ def compute(warehouse: WarehouseResource, start: datetime, end: datetime) -> Hou
         to_refilter=to_refilter,
         refiltered=tuple(sorted({r.append_id for r in queued.select("append_id").distinct().collect()}
                                 | ({append_id} if changed else set()))),
-        counts_range=counts_range,
+        counts_range=counts_range, revived=revived,
         materialized=[validated.checked, verdicts, kept, dominated, queued, stored, touched_from, session_events,
                       lifecycle, filtered],
         facts={"scan_from": scan_from.isoformat(), "copies_dominated": len(dominated_ids),
-               "sessions_changed": len(changed_ids)})
+               "sessions_changed": len(changed_ids), "later_hours_to_rerun": len(revived)})
 
 
 @dataclass
@@ -249,12 +272,24 @@ def filtered_counts(warehouse: WarehouseResource, results: HourlyResults) -> Dat
                                                                  columns=["load_tstamp", "event_date"]))
 
 
+# The ledger's fingerprint of an hour that must run again (it matches no source fingerprint).
+RUN_AGAIN = "run-again"
+
+
+def hours_to_run_again(warehouse: WarehouseResource, results: HourlyResults, run_id: str) -> DataFrame:
+    """Ledger rows that make `results.revived` due again: written before the window's own
+    ledger rows, so a crash in between runs both again."""
+    now = datetime.now(timezone.utc)
+    rows = [(hour, RUN_AGAIN, warehouse.settings.rules_digest(), now, run_id, None) for hour in results.revived]
+    return warehouse.spark.createDataFrame(rows, LEDGER_SCHEMA)
+
+
 def processed_hours(warehouse: WarehouseResource, results: HourlyResults, run_id: str) -> DataFrame:
     """The ledger rows of the window's hours: what each was processed from, and when."""
     settings = warehouse.settings
     fingerprints = results.snapshot.fingerprints if results.snapshot else {}
     now = datetime.now(timezone.utc)
-    rows = [(hour, fingerprints.get(hour, ""), settings.rules_digest(), now, run_id)
+    version = results.snapshot.version if results.snapshot else None
+    rows = [(hour, fingerprints.get(hour, ""), settings.rules_digest(), now, run_id, version)
             for hour in hours_between(results.start, results.end)]
-    return warehouse.spark.createDataFrame(rows, "load_hour_tstamp timestamp, source_fingerprint string, "
-                                                 "rules_digest string, processed_at timestamp, run_id string")
+    return warehouse.spark.createDataFrame(rows, LEDGER_SCHEMA)

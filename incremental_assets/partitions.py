@@ -59,7 +59,11 @@ def filtered_hours_of_day(reprocess_days: int) -> TimeWindowPartitionMapping:
 
 
 def floor_hour(ts: datetime) -> datetime:
-    """The start of the UTC hour `ts` falls in."""
+    """The start of the UTC hour `ts` falls in. A naive `ts` (a TIMESTAMP_NTZ value from a Delta
+    log) is a UTC wall time, as the runs read it (Spark's session time zone is UTC), never the
+    host's local time."""
+    if ts.tzinfo is None:
+        ts = ts.replace(tzinfo=timezone.utc)
     return ts.astimezone(timezone.utc).replace(minute=0, second=0, microsecond=0)
 
 

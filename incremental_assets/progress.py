@@ -13,13 +13,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable
 
+import pyarrow as pa
+
 from incremental_assets.names import HOURLY_ASSETS, PROCESSED_HOURS
 from incremental_assets.partitions import floor_hour, hour_key, hour_keys, hourly_partitions, parse_hour_key
 from incremental_assets.planning.processing_manifest import ItemStatus, Record
 from incremental_assets.planning.reconcile import HoursPlan, ProcessedHour, hours_to_run
 from incremental_assets.planning.run_limits import RunLimits, RunState
 from incremental_assets.settings import Settings
-from incremental_assets.sources.load_hours import SourceSnapshot, source_snapshot
+from incremental_assets.sources.load_hours import SourceSnapshot, hours_changed_by_commits, source_snapshot
 from resources.manifest import ManifestStore, abandoned_lock_check, split_item_id
 from resources.tables import read_delta_arrow, utc_datetimes
 
@@ -51,10 +53,17 @@ def hour_states(manifest: ManifestStore) -> HourStates:
     return states
 
 
-def processed_hours(settings: Settings) -> dict[datetime, ProcessedHour]:
+def _ledger(settings: Settings) -> pa.Table | None:
+    """The processed-hours ledger (`source_version` is null in rows written before it was kept)."""
+    table = read_delta_arrow(settings.table_path(PROCESSED_HOURS))
+    if table is not None and "source_version" not in table.column_names:
+        table = table.append_column("source_version", pa.nulls(table.num_rows, pa.int64()))
+    return table
+
+
+def processed_hours(settings: Settings, ledger: pa.Table | None = None) -> dict[datetime, ProcessedHour]:
     """What each load hour was last processed from: its source fingerprint under its rules."""
-    table = read_delta_arrow(settings.table_path(PROCESSED_HOURS),
-                             columns=["load_hour_tstamp", "source_fingerprint", "rules_digest", "processed_at"])
+    table = ledger if ledger is not None else _ledger(settings)
     if table is None:
         return {}
     # Column by column, timestamps through numpy: a year is 8,760 rows, read at every sensor tick.
@@ -63,6 +72,34 @@ def processed_hours(settings: Settings) -> dict[datetime, ProcessedHour]:
                                               table["source_fingerprint"].to_pylist(),
                                               table["rules_digest"].to_pylist(),
                                               utc_datetimes(table["processed_at"]))}
+
+
+def unchanged_by_maintenance(processed: dict[datetime, ProcessedHour], ledger: pa.Table | None,
+                             source: dict[datetime, str], snapshot: SourceSnapshot | None,
+                             digest: str) -> dict[datetime, ProcessedHour]:
+    """`processed`, where an hour whose files changed only by commits that rearrange rows
+    (compaction, Z-order: `dataChange` false in the Delta log) counts as processed from its
+    files as they are now. Followed from the source version each hour was processed at; an
+    hour whose commits cannot be read any more (the log's clean-up) stays changed: it runs
+    again, once."""
+    if ledger is None or snapshot is None or snapshot.version is None:
+        return processed
+    # Files changed under the same rules (a rules change always runs the hour again); an hour
+    # processed empty counts too: a compacted file spans the empty hours between its rows.
+    differing = [hour for hour, done in processed.items() if source.get(hour) and done.fingerprint != source[hour]
+                 and (done.fingerprint == "" or done.fingerprint.endswith(f"@{digest}"))]
+    if not differing:
+        return processed
+    versions = dict(zip(utc_datetimes(ledger["load_hour_tstamp"]), ledger["source_version"].to_pylist()))
+    candidates = {hour: versions[hour] for hour in differing if versions.get(hour) is not None}
+    if not candidates:
+        return processed
+    commits = hours_changed_by_commits(snapshot.path, min(candidates.values()), snapshot.version)
+    out = dict(processed)
+    for hour, version in candidates.items():
+        if all(hours is not None and hour not in hours for v, hours in commits if v > version):
+            out[hour] = ProcessedHour(source[hour], processed[hour].processed_at)
+    return out
 
 
 def _fingerprint(source: str, rules: str) -> str:
@@ -136,7 +173,8 @@ def plan_load_hours(settings: Settings, *, now: datetime, manifest: ManifestStor
     digest = settings.rules_digest()
     source = {hour: _fingerprint(fingerprint, digest)
               for hour, fingerprint in (snapshot.fingerprints if snapshot else {}).items()}
-    processed = processed_hours(settings)
+    ledger = _ledger(settings)
+    processed = unchanged_by_maintenance(processed_hours(settings, ledger), ledger, source, snapshot, digest)
     hours = hours_to_run(source, processed, excluded=set(blocked) | states.skipped,
                          start=first_load_hour(settings), now=now, grace=settings.grace,
                          abstinent=settings.abstinent, backfill_limit_days=settings.backfill_limit_days,

@@ -170,10 +170,13 @@ def run_until(until: datetime, *, instance, echo: Echo = print) -> RunReport:
     require_source(settings.source)
     tags = {AS_OF_TAG: until.astimezone(timezone.utc).date().isoformat()}
     report = RunReport()
+    ran: set[datetime] = set()
     for _ in range(MAX_PLANS):
         plan = plan_next_run(settings, until, ManifestStore.of(settings).snapshot(), instance)
         if plan.blocked:
             report.refused = plan.blocked[min(plan.blocked)]
+        if ran and not plan.hours.deferred and not set(plan.hours.due) - ran:
+            break  # what is left (look-back hours) ran already
         if not plan.ranges:
             if not report.runs:
                 echo(f"  nothing to do: {plan.describe()}" if not plan.blocked else f"  {HOURLY_JOB} not run: "
@@ -190,8 +193,9 @@ def run_until(until: datetime, *, instance, echo: Echo = print) -> RunReport:
             if not _record(report, execute_job(HOURLY_JOB, instance=instance, tags=run_tags, echo=echo,
                                                partitions=(first, last))):
                 return report
-        if not plan.hours.deferred:
-            break
+        # Plan again while hours are deferred, or when a run made other hours due (a copy gone
+        # from the source revives later copies): each round runs hours not run yet, so it ends.
+        ran.update(plan.hours.hours)
     if report.refused and report.runs:
         echo(f"  {HOURLY_JOB} not run for some hours: {report.refused}")
     late_days_and_attributes(settings, instance=instance, report=report, tags=tags, echo=echo)

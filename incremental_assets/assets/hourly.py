@@ -19,7 +19,14 @@ from incremental_assets.assets.common import (
     schema_metadata,
     settings_metadata,
 )
-from incremental_assets.hourly_step import HourFigures, compute, figures_by_hour, filtered_counts, processed_hours
+from incremental_assets.hourly_step import (
+    HourFigures,
+    compute,
+    figures_by_hour,
+    filtered_counts,
+    hours_to_run_again,
+    processed_hours,
+)
 from incremental_assets.names import (
     BASE_EVENTS,
     EVENT_COPIES,
@@ -107,12 +114,14 @@ def hourly_assets(context: AssetExecutionContext, warehouse: WarehouseResource):
                      output_name=QUARANTINED)
         refiltered = [TableWrite(SESSIONS_TO_REFILTER, None, "delete", key="append_id", keys=results.refiltered)] \
             if results.refiltered else []
+        rerun = [TableWrite(PROCESSED_HOURS, lambda: hours_to_run_again(warehouse, results, context.run_id),
+                            "merge", merge_keys=("load_hour_tstamp",))] if results.revived else []
         yield Output(TableOutput(
             results.filtered, claim, rows=[results.dominated, results.changed], payload=payload,
             materialized=results.materialized, metadata=state,
             after=[TableWrite(FILTERED_COUNTS, lambda: filtered_counts(warehouse, results), "replace_range",
                               range_column="load_hour_tstamp", range=results.counts_range),
-                   *refiltered],
+                   *refiltered, *rerun],
             markers=[TableWrite(PROCESSED_HOURS, lambda: processed_hours(warehouse, results, context.run_id),
                                 "replace_range", range_column="load_hour_tstamp")]),
             output_name=FILTERED_EVENTS)

@@ -58,6 +58,11 @@ class HoursPlan:
     def hours(self) -> list[datetime]:
         return [h for start, end in self.ranges for h in _hours(start, end)]
 
+    @property
+    def due(self) -> list[datetime]:
+        """The hours whose data or rules changed (look-back hours are not due, only re-run)."""
+        return sorted(self.new + self.changed + self.removed)
+
 
 def _hours(start: datetime, end: datetime) -> list[datetime]:
     return [start + i * HOUR for i in range((end - start) // HOUR)]

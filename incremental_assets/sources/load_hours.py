@@ -5,8 +5,8 @@ Delta source: a file's hours come from its min/max `load_tstamp` statistics in t
 rows without a `load_tstamp` count in the hour of their `collector_tstamp` (the load time rule
 of `sources.schema.load_time`). Without usable statistics the file's `load_date` partition
 stands for all its hours, and without either the file may hold any hour. An hour's fingerprint
-covers the path, size and row count of every file that may hold it: it changes when such a
-file is added, removed or rewritten.
+covers the path, size, row count and rows hidden by a deletion vector of every file that may
+hold it: it changes when such a file is added, removed, rewritten or has rows deleted.
 
 Parquet source (no Delta log): files are listed; a `load_date=...` directory stands for its
 day's hours, other files for every hour. Coarser (a new file re-runs its whole day), still exact.
@@ -15,11 +15,15 @@ day's hours, other files for every hour. Coarser (a new file re-runs its whole d
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from datetime import date, datetime, timedelta, timezone
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 from deltalake import DeltaTable
 
@@ -78,6 +82,7 @@ def _delta_files(table: DeltaTable) -> list[_File]:
     def column(name: str) -> list:
         return actions.column(name).to_pylist() if name in actions.column_names else [None] * actions.num_rows
 
+    deleted = _rows_deleted_by_vectors(table)
     files = []
     for path, size, rows, day, low, high, nulls, c_low, c_high, c_nulls in zip(
             column("path"), column("size_bytes"), column("num_records"), column(f"partition.{PARTITION_COLUMN}"),
@@ -86,8 +91,89 @@ def _delta_files(table: DeltaTable) -> list[_File]:
         if holds_no_load_time(rows, nulls, c_nulls):
             continue  # its rows have no load hour: never read (docs/rules.md 1)
         first, last = file_hours(day, low, high, nulls, c_low, c_high)
-        files.append(_File(f"{path}|{size}|{rows}", first, last))
+        # A delete by deletion vector keeps the file (path, size, rows): the rows it hides are
+        # part of the file's identity, or the delete would never re-run its hours.
+        hidden = deleted.get(_file_name(path))
+        files.append(_File(f"{path}|{size}|{rows}" + (f"|-{hidden}" if hidden else ""), first, last))
     return files
+
+
+def _file_name(path: str) -> str:
+    return path.rsplit("/", 1)[-1]
+
+
+def _rows_deleted_by_vectors(table: DeltaTable) -> dict[str, int]:
+    """File name -> rows its deletion vector hides (tables with the deletionVectors feature only).
+    A file's vector only ever grows (a new delete writes a superset), so the count names it."""
+    if "deletionVectors" not in (table.protocol().reader_features or []):
+        return {}
+    vectors = pa.table(table.deletion_vectors().read_all())
+    selections = vectors["selection_vector"].combine_chunks()
+    hidden_rows = pc.list_parent_indices(selections).to_numpy()[~selections.flatten().to_numpy(zero_copy_only=False)]
+    counts = np.bincount(hidden_rows, minlength=len(selections))
+    return {_file_name(uri): int(count) for uri, count in zip(vectors["filepath"].to_pylist(), counts)}
+
+
+def hours_changed_by_commits(path: str, after_version: int, until_version: int
+                             ) -> list[tuple[int, frozenset[datetime] | None]]:
+    """Each commit after `after_version` up to `until_version`, with the load hours its
+    data-changing actions may touch (None: any hour, or the commit could not be read).
+
+    A commit that only rearranges rows marks its actions `dataChange: false` (OPTIMIZE,
+    Z-order, auto-compaction, a purge of deleted rows): it touches no hour, although its files
+    change every fingerprint it covers. Following the log tells the two apart."""
+    commits = []
+    for version in range(after_version + 1, until_version + 1):
+        actions = _commit_actions(path, version)
+        if actions is None:
+            commits.append((version, None))
+            continue
+        hours: set[datetime] | None = set()
+        for kind, action in actions:
+            if kind not in ("add", "remove") or not action.get("dataChange", True):
+                continue
+            touched = _action_hours(action)
+            if touched is None:
+                hours = None
+                break
+            hours.update(touched)
+        commits.append((version, None if hours is None else frozenset(hours)))
+    return commits
+
+
+def _commit_actions(path: str, version: int) -> list[tuple[str, dict]] | None:
+    """The actions of one commit of the Delta log at `path`; None when it cannot be read (the
+    log's clean-up removes commits older than its retention)."""
+    name = f"{path.rstrip('/')}/_delta_log/{version:020d}.json"
+    try:
+        if "://" in name and not name.startswith("file://"):
+            filesystem, inner = pafs.FileSystem.from_uri(name)
+            with filesystem.open_input_stream(inner) as stream:
+                text = stream.read().decode()
+        else:
+            text = Path(name.removeprefix("file://")).read_text()
+    except (OSError, pa.ArrowException):
+        return None
+    return [next(iter(json.loads(line).items())) for line in text.splitlines() if line.strip()]
+
+
+def _action_hours(action: dict) -> list[datetime] | None:
+    """The load hours an add or remove action's file may hold; None when unknown."""
+    day_text = (action.get("partitionValues") or {}).get(PARTITION_COLUMN)
+    day = date.fromisoformat(day_text) if day_text else None
+    stats = json.loads(action["stats"]) if action.get("stats") else {}
+    low, high, nulls = (stats.get(k) or {} for k in ("minValues", "maxValues", "nullCount"))
+    if holds_no_load_time(stats.get("numRecords"), nulls.get("load_tstamp"), nulls.get("collector_tstamp")):
+        return []  # rows without a load hour are never read
+
+    def instant(values: dict, column: str) -> datetime | None:
+        return datetime.fromisoformat(values[column]) if values.get(column) else None
+
+    first, last = file_hours(day, instant(low, "load_tstamp"), instant(high, "load_tstamp"), nulls.get("load_tstamp"),
+                             instant(low, "collector_tstamp"), instant(high, "collector_tstamp"))
+    if first is None or last is None:
+        return None
+    return [first + i * HOUR for i in range((last - first) // HOUR + 1)]
 
 
 def holds_no_load_time(rows, nulls, c_nulls) -> bool:

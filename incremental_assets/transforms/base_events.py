@@ -146,10 +146,19 @@ def _same_copy(left: str, right: str) -> Column:
     return condition
 
 
-def dominated_later(kept: DataFrame, later: DataFrame, *, lookback: timedelta) -> DataFrame:
-    """The recorded copies after the window (`later`) that one of its kept copies dominates:
-    same event_id, loaded less than `lookback` after it (event_id, load_tstamp, domain_sessionid)."""
-    k = kept.select("event_id", "load_tstamp").alias("k")  # no hint: the window may be every event
+def copies_gone(recorded: DataFrame, current: DataFrame) -> DataFrame:
+    """The event_ids of copies an earlier run of a window recorded (`recorded`, event_copies
+    rows) that the window's valid copies now (`current`) no longer include: deleted or erased
+    from the source, or invalid or left out under the rules as they are now."""
+    return (recorded.alias("r").join(current.alias("c"), _same_copy("r.", "c."), "left_anti")
+            .select("r.event_id").distinct())
+
+
+def dominated_later(window_copies: DataFrame, later: DataFrame, *, lookback: timedelta) -> DataFrame:
+    """The recorded copies after the window (`later`) that one of the window's valid copies,
+    kept or dropped, dominates: same event_id, loaded less than `lookback` after it
+    (event_id, load_tstamp, domain_sessionid)."""
+    k = window_copies.select("event_id", "load_tstamp").alias("k")  # no hint: the window may be every event
     s = later.alias("s")
     return (s.join(k, (F.col("s.event_id") == F.col("k.event_id"))
                   & _loaded_within(F.col("s.load_tstamp"), F.col("k.load_tstamp"), lookback), "left_semi")

@@ -40,7 +40,8 @@ def session_lifecycle(session_events: DataFrame, *, max_session_days: int) -> Da
     SESSION_EVENT_COLUMNS are enough).
 
     start_tstamp/end_tstamp are the first and last event time of the kept events, event_count
-    their number; first_load_tstamp is the first load of any of the session's events (it
+    their number, user_id the latest non-null one among them and domain_sessionidx their
+    smallest (the earliest event, which gives domain_userid and app_id, is always kept); first_load_tstamp is the first load of any of the session's events (it
     bounds later look-ups); a session is quarantined when any event lies past the limit,
     and quarantined_at is the load time of the first such event (data-derived, so reruns
     and rebuilds give the same value).
@@ -52,10 +53,10 @@ def session_lifecycle(session_events: DataFrame, *, max_session_days: int) -> Da
     kept = F.col("_kept")
     return events.groupBy("domain_sessionid").agg(
         F.min_by("domain_userid", F.struct("derived_tstamp", "event_id")).alias("domain_userid"),
-        F.max_by("user_id", F.when(F.col("user_id").isNotNull(),
+        F.max_by("user_id", F.when(kept & F.col("user_id").isNotNull(),
                                    F.struct("derived_tstamp", "event_id"))).alias("user_id"),
         F.min_by("app_id", F.struct("derived_tstamp", "event_id")).alias("app_id"),
-        F.min("domain_sessionidx").alias("domain_sessionidx"),
+        F.min(F.when(kept, F.col("domain_sessionidx"))).alias("domain_sessionidx"),
         F.first("start_tstamp").alias("start_tstamp"),
         F.max(F.when(kept, F.col("derived_tstamp"))).alias("end_tstamp"),
         F.count(F.when(kept, 1)).alias("event_count"),

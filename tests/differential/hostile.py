@@ -140,11 +140,15 @@ def midnight_sessions() -> list[dict]:
 def runaway_bots() -> list[dict]:
     """Bot sessions with an event every 6 hours for 4 days (each loaded 5 min later, hours 00/06/12/18).
 
-    f-bot1 runs from day 0 00:00 and is quarantined once past day 3 00:00. f-bot2 runs from
+    f-bot1 runs from day 0 00:00 and is quarantined once past day 3 00:00; an event of day 3
+    20:00, past its limit, logs a user in (`user_id`) with a smaller `domain_sessionidx`: the
+    session's row ignores it, as it ignores every event past the limit (and a frozen session
+    is not even recomputed for it). f-bot2 runs from
     day 1 00:00 for 3 days (within its limit) until its earlier event of day 0 12:00 arrives
     late, loaded day 3 13:00: its limit moves to day 3 12:00 and its last events fall past it.
     """
     rows = session_events("f-bot1", "f-bot", at(0, 0, 0), 17, dt.timedelta(hours=6))
+    rows.append(event(at(3, 20, 0), session="f-bot1", user="f-bot", user_id="f-login", sessionidx=0))
     rows += session_events("f-bot2", "f-bot", at(1, 0, 0), 13, dt.timedelta(hours=6), sessionidx=2)
     rows += session_events("f-s1", "f-u1", at(2, 9, 0), 4, dt.timedelta(minutes=10))
     rows.append(event(at(0, 12, 0), session="f-bot2", user="f-bot", sessionidx=2, load=at(3, 13, 0)))

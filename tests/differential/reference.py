@@ -11,8 +11,8 @@ Readings chosen where the page leaves room:
 - Dedupe: a copy is dropped when a better-ranked copy was loaded *strictly less* than
   `dedupe_lookback_days` before it; at exactly the look-back it is kept (section 3).
 - A copy is dropped by any better-ranked copy, kept or not: A, B (+20 d), C (+40 d) keeps A only.
-- `user_id` and `domain_sessionidx` of a session are taken from all its events, including
-  those past the limit; only end, count and last load are restricted to the kept events (4).
+- `user_id` and `domain_sessionidx` of a session are taken from its kept events (within the
+  limit), like end, count and last load: an event past the limit only sets `quarantined_at` (4).
 - `filtered_events_counts.load_hour_tstamp` / `load_date` are those of the row's own
   `load_tstamp` (5).
 - `daily_aggregates` groups by the event's own `domain_userid`, not the session's; its
@@ -233,8 +233,8 @@ def session_row(events: list[dict], settings: Settings) -> dict:
     limit = start + settings.max_session_days * DAY
     inside = [e for e in ordered if e["derived_tstamp"] <= limit]
     past = [e for e in ordered if e["derived_tstamp"] > limit]
-    user_ids = [e["user_id"] for e in ordered if e["user_id"] is not None]
-    indexes = [e["domain_sessionidx"] for e in ordered if e["domain_sessionidx"] is not None]
+    user_ids = [e["user_id"] for e in inside if e["user_id"] is not None]
+    indexes = [e["domain_sessionidx"] for e in inside if e["domain_sessionidx"] is not None]
     quarantined_at = min((e["load_tstamp"] for e in past), default=None)
     return {
         "domain_sessionid": first["domain_sessionid"],

@@ -194,7 +194,7 @@ def bot_like_session():
         plain(event_id="e1", derived=at(0, 10), load=at(0, 10, 5), sessionidx=2),
         plain(event_id="e2", derived=at(0, 11), load=at(0, 11, 5), user_id="alice", sessionidx=1),
         plain(event_id="e3", derived=at(3, 10), load=at(3, 10, 5)),  # exactly at the limit: kept
-        plain(event_id="e4", derived=at(3, 10, 1), load=at(3, 10, 6), user_id="bob"),
+        plain(event_id="e4", derived=at(3, 10, 1), load=at(3, 10, 6), user_id="bob", sessionidx=0),  # past it
         plain(event_id="e5", derived=at(4, 0), load=at(3, 23, 0)),
     ]
 
@@ -202,7 +202,7 @@ def bot_like_session():
 def test_lifecycle_fields_and_quarantine():
     result = tables(bot_like_session())
     assert result["sessions_lifecycle_manifest"] == [{
-        "domain_sessionid": "s1", "domain_userid": "u1", "user_id": "bob", "app_id": "web",
+        "domain_sessionid": "s1", "domain_userid": "u1", "user_id": "alice", "app_id": "web",
         "domain_sessionidx": 1, "start_tstamp": at(0, 10), "end_tstamp": at(3, 10), "event_count": 3,
         "first_load_tstamp": at(0, 10, 5), "last_load_tstamp": at(3, 10, 5), "is_quarantined": True,
         "quarantined_at": at(3, 10, 6)}]
@@ -227,7 +227,7 @@ def test_filtered_events_cut_at_the_limit_with_session_fields():
     assert by(result["filtered_events"], "event_id") == [
         {"event_id": eid, "load_tstamp": load, "derived_tstamp": derived, "event_date": date,
          "domain_sessionid": "s1", "domain_userid": "u1", "event_name": "page_view",
-         "session_start_tstamp": at(0, 10), "session_domain_userid": "u1", "session_user_id": "bob"}
+         "session_start_tstamp": at(0, 10), "session_domain_userid": "u1", "session_user_id": "alice"}
         for eid, load, derived, date in [("e1", at(0, 10, 5), at(0, 10), D(2026, 1, 5)),
                                          ("e2", at(0, 11, 5), at(0, 11), D(2026, 1, 5)),
                                          ("e3", at(3, 10, 5), at(3, 10), D(2026, 1, 8))]]

@@ -50,6 +50,17 @@ def test_sessions_past_max_days_are_quarantined_and_their_far_events_not_kept(ev
     assert row.quarantined_at == naive(ts(1.1, days=3))
 
 
+def test_an_event_past_the_limit_changes_nothing_but_quarantined_at(events_df):
+    """Issue 41, item 5: a frozen quarantined session is never recomputed for a far-out event,
+    so such an event's user_id and smaller domain_sessionidx must not count in a rebuild either."""
+    inside = [event("a", derived=ts(0), load=ts(0.1), user_id="early"), event("b", derived=ts(1), load=ts(1.1))]
+    far = event("z", derived=ts(5, days=4), load=ts(5.1, days=4), user_id="login", domain_sessionidx=0)
+    without, with_far = lifecycle_rows(events_df, inside)["s1"], lifecycle_rows(events_df, [*inside, far])["s1"]
+    assert with_far.is_quarantined and with_far.quarantined_at == naive(ts(5.1, days=4))
+    assert (with_far.user_id, with_far.domain_sessionidx) == (without.user_id, without.domain_sessionidx) == ("early", 1)
+    assert with_far.asDict() | {"is_quarantined": False, "quarantined_at": None} == without.asDict()
+
+
 def test_quarantined_session_with_only_far_new_events_needs_no_update(events_df, spark):
     stored = spark.createDataFrame(
         [("s1", ts(0), True, ts(0.1), ts(3, days=3)), ("s2", ts(0), True, ts(0.1), ts(3, days=3)),

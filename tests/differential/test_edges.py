@@ -1,0 +1,104 @@
+"""Exactly once at the edges (issue 41): what hours run out of order, copies landing in old
+hours and rows deleted after they were processed do, judged against the documented rules.
+
+One source holds three independent scenarios (their own users and sessions), processed in
+two phases: everything loaded up to day 41, then late files land in old hours and a copy is
+deleted from the source, and one `run --until` runs what that makes due.
+
+- item 2, a dropped copy still dominates: copies c0 (day 0), c1 (day 20), c2 (day 40) of one
+  event, look-back 30 days. c1 is dropped (c0 is 20 days before it) and still drops c2. c2's
+  hour is processed first; c1 lands afterwards in its old hour: c2 must go.
+- item 1, counts of later hours: a session's first event lands late in an old load hour; the
+  session's start moves 22 hours earlier and its limit (3 days) now cuts an event of a later,
+  already processed load hour. That hour's filtered count and its day's aggregates must lose
+  the cut row (they kept it: the counts stopped at the window's end).
+- item 3a, a deleted copy revives the copy it had dropped: r0 (day 0) drops its replay r1
+  (day 10); r0 is deleted from the source: r0's hour runs again, and r1, alone now, must
+  become the event (its hour is made due again by that run).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from deltalake import DeltaTable
+
+from tests.differential import hostile, reference
+from tests.differential.hostile import at
+from tests.differential.test_differential import (
+    AS_OF, assert_same_tables, pipeline_tables, quiet, reference_settings, use,
+)
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def instance():
+    from dagster import DagsterInstance
+
+    return DagsterInstance.ephemeral()
+
+
+def load_times(tables: dict, event_id: str) -> list[dt.datetime]:
+    return sorted(r["load_tstamp"] for r in tables["base_events"] if r["event_id"] == event_id)
+
+
+def test_late_landings_and_deletes_in_old_hours_give_the_documented_tables(spark, instance, tmp_path, monkeypatch):
+    from incremental_assets import runner
+
+    c0 = hostile.event(at(0, 9), event_id="dominance-1", session="d-s1", user="d-u1")
+    c1, c2 = hostile.copy_loaded_at(c0, at(20, 9)), hostile.copy_loaded_at(c0, at(40, 9))
+    first = hostile.event(at(1, 10), session="o-s1", user="o-u1")
+    cut_later = hostile.event(at(3, 20), session="o-s1", user="o-u1")
+    earlier_start = hostile.event(at(0, 12), session="o-s1", user="o-u1", load=at(1, 9, 30))
+    r0 = hostile.event(at(0, 14), event_id="revived-1", session="r-s1", user="r-u1")
+    r1 = hostile.copy_loaded_at(r0, at(10, 9))
+    others = hostile.session_events("x-s2", "x-u2", at(0, 9, 30), 3, dt.timedelta(minutes=5))
+    source = str(tmp_path / "events")
+    warehouse = tmp_path / "incremental"
+    use(monkeypatch, source, warehouse)
+
+    hostile.write_source(source, [c0, c2, first, cut_later, r0, r1, *others])
+    assert runner.run_until(at(41), instance=instance, echo=quiet).success
+    tables = pipeline_tables(warehouse)
+    assert load_times(tables, "dominance-1") == [at(0, 9, 5, 2), at(40, 9)]
+    assert load_times(tables, "revived-1") == [at(0, 14, 5, 2)]
+
+    hostile.write_source(source, [c1, earlier_start])  # files landing in the old hours day 20 and day 1
+    DeltaTable(source).delete("event_id = 'revived-1' AND load_date = '2026-01-05'")
+    report = runner.run_until(at(41, 1), instance=instance, echo=quiet)
+    assert report.success, report.runs
+    # The old hours first, then r1's hour, made due again by that run.
+    assert [run.job for run in report.runs].count("hourly_job") >= 2, report.runs
+
+    tables = pipeline_tables(warehouse)
+    assert load_times(tables, "dominance-1") == [at(0, 9, 5, 2)]
+    assert load_times(tables, "revived-1") == [at(10, 9)]
+    assert cut_later["event_id"] not in {r["event_id"] for r in tables["filtered_events"]}
+    assert_same_tables(tables, reference.expected_tables([c0, c1, c2, first, cut_later, earlier_start, r1, *others],
+                                                         reference_settings(), AS_OF),
+                       "late landings and a delete in old hours vs the documented rules")
+
+
+@pytest.mark.long
+def test_a_session_older_than_the_session_lookback_loses_no_filtered_row(spark, instance, tmp_path, monkeypatch):
+    """Issue 41, item 11: a session whose loads span more than session_lookback_days (an
+    assumption of rules.md section 4 broken) changes: its rows older than the look-back are
+    not derived again, and must not be deleted either."""
+    from incremental_assets import runner
+
+    a = hostile.event(at(0, 10), session="l-s1", user="l-u1")
+    b = hostile.event(at(2, 10), session="l-s1", user="l-u1")
+    c = hostile.event(at(0, 9), session="l-s1", user="l-u1", load=at(2, 12))  # moves the start
+    source = str(tmp_path / "events")
+    warehouse = tmp_path / "incremental"
+    use(monkeypatch, source, warehouse, INCREMENTAL_SESSION_LOOKBACK_DAYS="1")
+
+    hostile.write_source(source, [a, b])
+    assert runner.run_until(at(2, 11), instance=instance, echo=quiet).success
+    hostile.write_source(source, [c])
+    assert runner.run_until(at(2, 13), instance=instance, echo=quiet).success
+
+    filtered = {r["event_id"] for r in pipeline_tables(warehouse)["filtered_events"]}
+    assert filtered == {a["event_id"], b["event_id"], c["event_id"]}
