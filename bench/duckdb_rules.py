@@ -207,9 +207,11 @@ def create_sessions(con, settings) -> None:
             SELECT domain_sessionid,
                    -- Of the earliest event (derived_tstamp, then event_id), null or not.
                    arg_min_null(domain_userid, (derived_tstamp, event_id)) AS domain_userid,
-                   arg_max(user_id, (derived_tstamp, event_id)) FILTER (WHERE user_id IS NOT NULL) AS user_id,
+                   -- user_id and domain_sessionidx: of the kept events only (rules.md section 4).
+                   arg_max(user_id, (derived_tstamp, event_id)) FILTER (WHERE kept AND user_id IS NOT NULL)
+                       AS user_id,
                    arg_min_null(app_id, (derived_tstamp, event_id)) AS app_id,
-                   min(domain_sessionidx) AS domain_sessionidx,
+                   min(domain_sessionidx) FILTER (WHERE kept) AS domain_sessionidx,
                    min(derived_tstamp) AS start_tstamp,
                    max(derived_tstamp) FILTER (WHERE kept) AS end_tstamp,
                    count(*) FILTER (WHERE kept) AS event_count,
