@@ -36,10 +36,11 @@ CHILD_SPARK_CONF = ("spark.master=local[1];spark.ui.enabled=false;spark.sql.shuf
 CHILD_TIMEOUT = 600  # seconds; the machine may be shared with other Spark runs
 MANIFEST = "processing_manifest"
 # Written at run time, so never equal between two runs.
-# Run ids and times, and the source fingerprint (file names differ between two sources
-# written separately with the same rows).
+# Run ids and times, the source fingerprint (file names differ between two sources written
+# separately with the same rows) and the source version an hour was read at (one run over
+# everything reads every hour at the last version; hour by hour reads each at its own).
 VOLATILE_COLUMNS = ("last_rebuilt_at", "last_rebuilt_run_id", "processed_at", "run_id", "append_id", "queued_at",
-                    "source_fingerprint")
+                    "source_fingerprint", "source_version")
 
 
 def quiet(*_):
