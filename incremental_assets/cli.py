@@ -16,9 +16,16 @@ from datetime import date, datetime, timezone
 
 
 def _parse_ts(text: str) -> datetime:
-    from incremental_assets.settings import parse_utc_datetime
+    """An ISO 8601 time (naive is UTC), a date, or `now`; argparse names the option in its error."""
+    from incremental_assets.settings import SettingsError, parse_utc_datetime
 
-    return parse_utc_datetime("--until", text)
+    if text.strip().lower() == "now":
+        return datetime.now(timezone.utc)
+    try:
+        return parse_utc_datetime("time", text)
+    except SettingsError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a time: use ISO 8601 (2024-03-02T18:00:00Z), a date (2024-03-02) or 'now'") from None
 
 
 def _parse_date(text: str) -> date:
@@ -28,13 +35,25 @@ def _parse_date(text: str) -> date:
         raise argparse.ArgumentTypeError(f"{text!r} is not a date (YYYY-MM-DD)") from None
 
 
-def _instance():
+class NoInstance(Exception):
+    """A command that launches runs was given no Dagster instance to keep them in."""
+
+
+def _instance(ephemeral: bool):
+    """The Dagster instance runs are kept in: $DAGSTER_HOME's, the one the UI and the sensors
+    read. Without it a run would go to a throwaway instance nobody ever sees, so that takes
+    --ephemeral-instance."""
     from dagster import DagsterInstance
 
-    if os.environ.get("DAGSTER_HOME"):
-        os.makedirs(os.environ["DAGSTER_HOME"], exist_ok=True)
-        return DagsterInstance.get()
-    return DagsterInstance.ephemeral()
+    if ephemeral:
+        return DagsterInstance.ephemeral()
+    home = os.environ.get("DAGSTER_HOME")
+    if not home:
+        raise NoInstance("DAGSTER_HOME is not set, so these runs would go to a throwaway Dagster instance "
+                         "that the UI and the sensors never see: set DAGSTER_HOME to the instance the UI uses "
+                         "(make uses ./.dagster_home), or pass --ephemeral-instance to run without keeping them")
+    os.makedirs(home, exist_ok=True)
+    return DagsterInstance.get()
 
 
 def cmd_generate(args) -> int:
@@ -62,7 +81,7 @@ def cmd_run(args) -> int:
     from incremental_assets.settings import Settings
 
     Settings.load()  # a bad setting stops here, before _instance() creates DAGSTER_HOME
-    report = run_until(args.until, instance=_instance())
+    report = run_until(args.until, instance=_instance(args.ephemeral_instance))
     return 0 if report.success else 1
 
 
@@ -73,7 +92,7 @@ def cmd_backfill(args) -> int:
     if args.end < args.start:
         raise ValueError(f"--end {args.end} is before --start {args.start}")
     Settings.load()  # a bad setting stops here, before _instance() creates DAGSTER_HOME
-    report = backfill(args.start, args.end, instance=_instance())
+    report = backfill(args.start, args.end, instance=_instance(args.ephemeral_instance))
     return 0 if report.success else 1
 
 
@@ -118,13 +137,25 @@ def cmd_maintain(args) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="incremental-assets", description=__doc__.splitlines()[0])
-    parser.add_argument("--warehouse", help="warehouse directory (INCREMENTAL_WAREHOUSE)")
-    parser.add_argument("--source", help="source events table (INCREMENTAL_SOURCE_PATH)")
-    sub = parser.add_subparsers(dest="command", required=True)
+def _global_options(default) -> argparse.ArgumentParser:
+    """--warehouse and --source, taken before or after the command. After it they must not
+    reset a value given before it, hence the subcommands' default SUPPRESS."""
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument("--warehouse", default=default, help="warehouse directory (INCREMENTAL_WAREHOUSE)")
+    options.add_argument("--source", default=default, help="source events table (INCREMENTAL_SOURCE_PATH)")
+    return options
 
-    p = sub.add_parser("generate", help="write a deterministic sample event lake (Delta)")
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="incremental-assets", description=__doc__.splitlines()[0],
+                                     parents=[_global_options(None)])
+    sub = parser.add_subparsers(dest="command", required=True)
+    after = _global_options(argparse.SUPPRESS)
+    instance = argparse.ArgumentParser(add_help=False)
+    instance.add_argument("--ephemeral-instance", action="store_true",
+                          help="keep the runs in a throwaway Dagster instance instead of $DAGSTER_HOME's")
+
+    p = sub.add_parser("generate", parents=[after], help="write a deterministic sample event lake (Delta)")
     p.add_argument("--events", type=int, default=200_000)
     p.add_argument("--days", type=int, default=7)
     p.add_argument("--start", type=_parse_date, default=date(2026, 1, 5))
@@ -133,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true", help="replace an existing table at --out")
     p.set_defaults(func=cmd_generate)
 
-    p = sub.add_parser("load-csv", help="load Snowplow CSV exports into a source table")
+    p = sub.add_parser("load-csv", parents=[after], help="load Snowplow CSV exports into a source table")
     p.add_argument("files", nargs="+")
     p.add_argument("--out", required=True)
     p.add_argument("--load-tstamp-fallback", choices=["collector_tstamp"], default=None,
@@ -141,24 +172,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true")
     p.set_defaults(func=cmd_load_csv)
 
-    p = sub.add_parser("run", help="what the hourly sensor would do at time --until, in this process")
-    p.add_argument("--until", type=_parse_ts, required=True, help="ISO 8601, e.g. 2024-03-02T18:00:00Z")
+    p = sub.add_parser("run", parents=[after, instance], help="what the hourly sensor would do at time --until, in this process")
+    p.add_argument("--until", type=_parse_ts, required=True, help="ISO 8601 (2024-03-02T18:00:00Z), a date, or 'now'")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("backfill", help="rebuild loads of [--start, --end] in every asset")
+    p = sub.add_parser("backfill", parents=[after, instance], help="rebuild loads of [--start, --end] in every asset")
     p.add_argument("--start", type=_parse_date, required=True)
     p.add_argument("--end", type=_parse_date, required=True)
     p.set_defaults(func=cmd_backfill)
 
-    p = sub.add_parser("limits", help="the current state and the limits the next run would use")
+    p = sub.add_parser("limits", parents=[after], help="the current state and the limits the next run would use")
     p.add_argument("--now", type=_parse_ts, default=None, help="evaluate at this time instead of now")
     p.set_defaults(func=cmd_limits)
 
-    p = sub.add_parser("maintain", help="compact recent partitions and vacuum every table")
+    p = sub.add_parser("maintain", parents=[after], help="compact recent partitions and vacuum every table")
     p.add_argument("--now", type=_parse_ts, default=None, help="what 'recent' is counted from (default: now)")
     p.set_defaults(func=cmd_maintain)
 
-    p = sub.add_parser("manifest", help="inspect and act on processing-manifest items")
+    p = sub.add_parser("manifest", parents=[after], help="inspect and act on processing-manifest items")
     p.add_argument("action", choices=["list", "show", "resolve", "skip"])
     p.add_argument("item", nargs="?", help="item id, e.g. base_events/2026-01-05-03:00")
     p.add_argument("--all", action="store_true", help="list: every item, not only locked/failed ones")

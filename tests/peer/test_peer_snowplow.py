@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from datetime import timedelta
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -39,10 +40,12 @@ for argv in json.loads(sys.argv[1]):
 
 
 def cli(*commands: list[str], env: dict[str, str]) -> list[str]:
-    """Each command's stdout, in order; fails the test with the output if a command fails."""
+    """Each command's stdout, in order; fails the test with the output if a command fails.
+    Runs go to an instance beside the warehouse (the CLI refuses to run without one)."""
     full_env = {k: v for k, v in os.environ.items()
                 if not k.startswith("INCREMENTAL_") and k != "DAGSTER_HOME"}
-    full_env.update(env, INCREMENTAL_SPARK_CONF=SPARK_CONF)
+    full_env.update(env, INCREMENTAL_SPARK_CONF=SPARK_CONF,
+                    DAGSTER_HOME=str(Path(env["INCREMENTAL_WAREHOUSE"]).parent / "dagster_home"))
     proc = subprocess.run([sys.executable, "-c", DRIVER, json.dumps(commands)], env=full_env,
                           capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, f"incremental-assets failed:\n{proc.stdout}\n{proc.stderr[-3000:]}"

@@ -1,0 +1,63 @@
+"""The command line's arguments: bad values are refused naming the option and what it expects,
+`now` is a time, the global options go before or after the command, and runs need an instance
+the UI can see. None of these start Spark."""
+from datetime import datetime, timezone
+
+import pytest
+
+from incremental_assets import cli
+
+
+def parse(*argv):
+    return cli.build_parser().parse_args(list(argv))
+
+
+@pytest.mark.parametrize("argv,option", [(["run", "--until", "yesterday"], "--until"),
+                                         (["limits", "--now", "2026-13-01"], "--now"),
+                                         (["maintain", "--now", ""], "--now")])
+def test_a_bad_time_names_its_option_and_the_forms_it_takes(argv, option, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        parse(*argv)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2
+    assert f"argument {option}: {argv[-1]!r} is not a time" in err
+    assert "ISO 8601" in err and "'now'" in err
+    assert "invalid" not in err  # argparse's own "invalid _parse_ts value" is gone
+
+
+def test_until_now_is_the_current_time_in_utc():
+    before = datetime.now(timezone.utc)
+    until = parse("run", "--until", "now").until
+    assert before <= until <= datetime.now(timezone.utc)
+
+
+def test_a_naive_time_and_a_date_are_utc():
+    assert parse("run", "--until", "2026-01-05T02:30").until == datetime(2026, 1, 5, 2, 30, tzinfo=timezone.utc)
+    assert parse("limits", "--now", "2026-01-05").now == datetime(2026, 1, 5, tzinfo=timezone.utc)
+
+
+def test_global_options_go_before_or_after_the_command():
+    before = parse("--warehouse", "/w", "--source", "/s", "limits")
+    after = parse("limits", "--warehouse", "/w", "--source", "/s")
+    mixed = parse("--warehouse", "/w", "run", "--until", "now", "--source", "/s")
+    assert (before.warehouse, before.source) == (after.warehouse, after.source) == ("/w", "/s")
+    assert (mixed.warehouse, mixed.source) == ("/w", "/s")
+    assert parse("limits").warehouse is None
+
+
+def test_a_run_without_dagster_home_is_refused_naming_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    monkeypatch.setenv("INCREMENTAL_WAREHOUSE", str(tmp_path / "warehouse"))
+    monkeypatch.setenv("INCREMENTAL_SOURCE_PATH", str(tmp_path / "lake"))
+
+    assert cli.main(["run", "--until", "2026-01-05T02:00:00Z"]) == 2
+    assert cli.main(["backfill", "--start", "2026-01-05", "--end", "2026-01-05"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and all("DAGSTER_HOME is not set" in line and "--ephemeral-instance" in line
+                                 for line in err), err
+    assert not (tmp_path / "warehouse").exists()
+
+
+def test_ephemeral_instance_is_taken_only_when_asked():
+    assert parse("run", "--until", "now").ephemeral_instance is False
+    assert parse("backfill", "--start", "2026-01-05", "--end", "2026-01-06", "--ephemeral-instance").ephemeral_instance
