@@ -21,8 +21,11 @@ for _name in list(os.environ):
 TEST_SPARK_CONF = {
     # Tests run thousands of tiny Spark jobs: the JVM's C1 compiler alone spends far less CPU
     # compiling them (a third less on one test process at the same wall time), which the other
-    # test process, on the same 2 cores, gets instead.
-    "spark.driver.extraJavaOptions": LOCAL_DEFAULTS["spark.driver.extraJavaOptions"] + " -XX:TieredStopAtLevel=1",
+    # test process, on the same 2 cores, gets instead. C1 alone reserves only 48 MB for compiled
+    # code, which a test process filled within a minute: the JVM then stops compiling for good
+    # ("CodeCache is full. Compiler has been disabled") and runs every later test interpreted.
+    "spark.driver.extraJavaOptions": LOCAL_DEFAULTS["spark.driver.extraJavaOptions"]
+    + " -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=512m",
     "spark.master": "local[2]",
     "spark.ui.enabled": "false",
     "spark.sql.shuffle.partitions": "2",
