@@ -112,7 +112,8 @@ def compute(warehouse: WarehouseResource, start: datetime, end: datetime) -> Hou
     settings, tables = warehouse.settings, warehouse.tables
     lookback = settings.dedupe_lookback
     snapshot = source_snapshot(settings.source, start, end)
-    rows = read_source(tables, settings.source, start, end, version=snapshot.version if snapshot else None)
+    rows = read_source(tables, settings.source, start, end, version=snapshot.version if snapshot else None,
+                       partition_days=snapshot.partition_days if snapshot else None)
     validated = validate(rows, days_late_allowed=settings.days_late_allowed,
                          allow_null_dvce_tstamps=settings.allow_null_dvce_tstamps, app_ids=settings.app_ids)
     validated = ValidatedRows(materialized(validated.checked))  # the source is read once

@@ -40,6 +40,11 @@ class SourceSnapshot:
     version: int | None
     fingerprints: dict[datetime, str]
     columns: dict[str, str] | None = None  # name -> type, from the Delta schema (None for Parquet)
+    # The first and last `load_date` partition of the files that may hold an hour asked for
+    # (None: no such file, or no load_date partition). A loader may partition by its local
+    # date: the rows of a UTC hour then sit in the next or previous day's folder, and the
+    # reader must read the folders the plan placed the hour in, not the hour's UTC date.
+    partition_days: tuple[date, date] | None = None
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,7 @@ class _File:
     key: str  # what identifies this file's content: path, size, rows (or mtime)
     first: datetime | None  # first load hour the file may hold; None: unknown
     last: datetime | None
+    day: date | None = None  # its load_date partition, if any
 
 
 def source_snapshot(path: str, since: datetime, until: datetime) -> SourceSnapshot | None:
@@ -55,25 +61,36 @@ def source_snapshot(path: str, since: datetime, until: datetime) -> SourceSnapsh
     if DeltaTable.is_deltatable(path):
         table = DeltaTable(path)
         columns = {field.name: str(field.type) for field in pa.schema(table.schema().to_arrow())}
-        return SourceSnapshot(path, table.version(), _fingerprints(_delta_files(table), since, until), columns)
+        files = _delta_files(table)
+        return SourceSnapshot(path, table.version(), _fingerprints(files, since, until), columns,
+                              _partition_days(files, since, until))
     files = _parquet_files(path)
     if files is None:
         return None
     return SourceSnapshot(path, None, _fingerprints(files, since, until))
 
 
+def _hours_held(file: _File, since: datetime, until: datetime) -> list[datetime]:
+    """The load hours in [since, until) that `file` may hold."""
+    if file.last is not None and file.last < since:
+        return []
+    hour = max(file.first or since, floor_hour(since))
+    stop = min(file.last + HOUR if file.last else until, until)
+    return [hour + i * HOUR for i in range(max(0, -(-(stop - hour) // HOUR)))]
+
+
 def _fingerprints(files: list[_File], since: datetime, until: datetime) -> dict[datetime, str]:
     keys_by_hour: dict[datetime, list[str]] = {}
     for file in files:
-        if file.last is not None and file.last < since:
-            continue
-        hour = max(file.first or since, floor_hour(since))
-        stop = min(file.last + HOUR if file.last else until, until)
-        while hour < stop:
+        for hour in _hours_held(file, since, until):
             keys_by_hour.setdefault(hour, []).append(file.key)
-            hour += HOUR
     return {hour: hashlib.sha1("\n".join(sorted(keys)).encode()).hexdigest()[:16]
             for hour, keys in keys_by_hour.items()}
+
+
+def _partition_days(files: list[_File], since: datetime, until: datetime) -> tuple[date, date] | None:
+    days = [file.day for file in files if file.day is not None and _hours_held(file, since, until)]
+    return (min(days), max(days)) if days else None
 
 
 def _delta_files(table: DeltaTable) -> list[_File]:
@@ -94,8 +111,15 @@ def _delta_files(table: DeltaTable) -> list[_File]:
         # A delete by deletion vector keeps the file (path, size, rows): the rows it hides are
         # part of the file's identity, or the delete would never re-run its hours.
         hidden = deleted.get(_file_name(path))
-        files.append(_File(f"{path}|{size}|{rows}" + (f"|-{hidden}" if hidden else ""), first, last))
+        files.append(_File(f"{path}|{size}|{rows}" + (f"|-{hidden}" if hidden else ""), first, last,
+                           _as_date(day)))
     return files
+
+
+def _as_date(value) -> date | None:
+    if value is None or isinstance(value, date):
+        return value
+    return date.fromisoformat(str(value))
 
 
 def _file_name(path: str) -> str:

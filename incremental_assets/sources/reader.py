@@ -8,7 +8,7 @@ hourly run reads the files of one or two load days, not the whole lake.
 from __future__ import annotations
 
 import os
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 
 from deltalake import DeltaTable
 from pyspark.sql import DataFrame
@@ -43,16 +43,18 @@ def require_source(path: str) -> None:
 
 
 def read_source(tables, path: str, load_start: datetime | None = None,
-                load_end: datetime | None = None, version: int | None = None) -> DataFrame:
+                load_end: datetime | None = None, version: int | None = None,
+                partition_days: tuple[date, date] | None = None) -> DataFrame:
     """Source rows whose load time (load_tstamp, else collector_tstamp) is in [load_start, load_end).
 
     `tables` is the warehouse's table store: a Delta source is read like any of our tables
     (Spark on the files the Delta log lists, with the table's schema, no footer scan), at
-    `version` when given.
+    `version` when given. `partition_days` (a `SourceSnapshot`'s) are the `load_date` folders
+    the plan found the hours in; without them, the UTC dates of the load times.
     """
     require_source(path)
     if is_delta_table(path):
-        df = _read_delta(tables, path, load_start, load_end, version)
+        df = _read_delta(tables, path, load_start, load_end, version, partition_days)
     else:
         try:
             df = tables.spark.read.option("mergeSchema", "true").parquet(path)
@@ -67,12 +69,16 @@ def read_source(tables, path: str, load_start: datetime | None = None,
     return df
 
 
-def _read_delta(tables, path: str, load_start, load_end, version: int | None) -> DataFrame:
+def _read_delta(tables, path: str, load_start, load_end, version: int | None,
+                partition_days: tuple[date, date] | None) -> DataFrame:
     if "load_date" not in DeltaTable(path, version=version).metadata().partition_columns:
         # Without the load_date partition every file is read; the load-time filter follows.
         return tables.read_path_range(path, "load_tstamp", None, None, version=version)
     first_day = load_start.date() if load_start is not None else None
     end_day = ((load_end - timedelta(microseconds=1)).date() + timedelta(days=1)) if load_end is not None else None
+    if partition_days is not None:  # the folders the plan placed the hours in, if they reach further
+        first_day = min(first_day, partition_days[0]) if first_day is not None else None
+        end_day = max(end_day, partition_days[1] + timedelta(days=1)) if end_day is not None else None
     return tables.read_path_range(path, "load_date", first_day, end_day, version=version)
 
 

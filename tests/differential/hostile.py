@@ -243,18 +243,19 @@ def load_date(row: dict) -> dt.date | None:
     return t.astimezone(UTC).date() if t is not None else None
 
 
-def source_table(rows: list[dict]) -> pa.Table:
-    full = [{**row, "load_date": load_date(row)} for row in rows]
+def source_table(rows: list[dict], load_date_of=load_date) -> pa.Table:
+    full = [{**row, "load_date": load_date_of(row)} for row in rows]
     schema = pa.schema(SOURCE_COLUMNS)
     return pa.Table.from_pydict({name: [row.get(name) for row in full] for name in schema.names}, schema=schema)
 
 
-def write_source(path: str | Path, rows: list[dict], mode: str = "append") -> None:
+def write_source(path: str | Path, rows: list[dict], mode: str = "append", load_date_of=load_date) -> None:
+    """Appends `rows`, partitioned by `load_date_of(row)` (by default the UTC date of its load time)."""
     from deltalake import DeltaTable, write_deltalake
 
     creating = not DeltaTable.is_deltatable(str(path))
     configuration = {"delta.dataSkippingStatsColumns": "load_tstamp,collector_tstamp,derived_tstamp"}
-    write_deltalake(str(path), source_table(rows), mode=mode, partition_by=["load_date"],
+    write_deltalake(str(path), source_table(rows, load_date_of), mode=mode, partition_by=["load_date"],
                     configuration=configuration if creating else None)
 
 

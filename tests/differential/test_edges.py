@@ -81,6 +81,32 @@ def test_late_landings_and_deletes_in_old_hours_give_the_documented_tables(spark
                        "late landings and a delete in old hours vs the documented rules")
 
 
+def test_a_source_partitioned_by_the_loaders_local_date_loses_no_row(spark, instance, tmp_path, monkeypatch):
+    """Issue 41, item 8a: a loader in UTC+2 names load_date folders by its local date, so rows
+    loaded from 22:00 UTC sit in the next day's folder. Hour by hour, every row is processed
+    once, as the documented rules (which know nothing of folders) say."""
+    from incremental_assets import runner
+
+    def local_load_date(row: dict) -> dt.date:
+        return (row["load_tstamp"] + dt.timedelta(hours=2)).date()
+
+    evening = hostile.session_events("z-s1", "z-u1", at(0, 21, 40), 4, dt.timedelta(minutes=15))  # loads 21:45 .. 22:30
+    morning = hostile.session_events("z-s2", "z-u2", at(1, 0, 10), 2, dt.timedelta(minutes=5))
+    source = str(tmp_path / "events")
+    warehouse = tmp_path / "incremental"
+    use(monkeypatch, source, warehouse)
+
+    hostile.write_source(source, evening[:1], load_date_of=local_load_date)
+    assert runner.run_until(at(0, 22), instance=instance, echo=quiet).success
+    hostile.write_source(source, evening[1:] + morning, load_date_of=local_load_date)
+    for until in (at(0, 23), at(1, 1)):  # the 22:00 hour alone, then the next day's
+        assert runner.run_until(until, instance=instance, echo=quiet).success
+
+    assert_same_tables(pipeline_tables(warehouse),
+                       reference.expected_tables(evening + morning, reference_settings(), AS_OF),
+                       "a source partitioned by local load dates vs the documented rules")
+
+
 @pytest.mark.long
 def test_a_session_older_than_the_session_lookback_loses_no_filtered_row(spark, instance, tmp_path, monkeypatch):
     """Issue 41, item 11: a session whose loads span more than session_lookback_days (an

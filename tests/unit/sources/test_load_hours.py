@@ -33,3 +33,27 @@ def test_timestamp_ntz_load_times_are_utc_hours_whatever_the_host_time_zone(tmp_
                                dt.datetime(2026, 1, 6, tzinfo=UTC))
     assert sorted(snapshot.fingerprints) == [dt.datetime(2026, 1, 5, 10, tzinfo=UTC),
                                              dt.datetime(2026, 1, 5, 11, tzinfo=UTC)]
+
+
+def test_partition_days_name_the_folders_that_hold_the_hours_asked_for(tmp_path):
+    # Issue 41, item 8a: a loader in UTC+2 writes load_date as its local date, so the rows
+    # loaded at 22:30 UTC on the 5th sit in load_date=2026-01-06. The plan places them by
+    # their load_tstamp statistics; the reader must read the folder the plan found them in.
+    def load_file(load: dt.datetime, local_day: dt.date):
+        table = pa.table({"event_id": [str(load)], "load_tstamp": pa.array([load], pa.timestamp("us", "UTC")),
+                          "collector_tstamp": pa.array([load], pa.timestamp("us", "UTC")),
+                          "load_date": pa.array([local_day], pa.date32())})
+        write_deltalake(str(tmp_path / "src"), table, mode="append", partition_by=["load_date"])
+
+    load_file(dt.datetime(2026, 1, 5, 10, 30, tzinfo=UTC), dt.date(2026, 1, 5))
+    load_file(dt.datetime(2026, 1, 5, 22, 30, tzinfo=UTC), dt.date(2026, 1, 6))
+    load_file(dt.datetime(2026, 1, 6, 9, 0, tzinfo=UTC), dt.date(2026, 1, 6))
+
+    def days(start_hour: int, hours: int = 1):
+        start = dt.datetime(2026, 1, 5, tzinfo=UTC) + dt.timedelta(hours=start_hour)
+        return source_snapshot(str(tmp_path / "src"), start, start + dt.timedelta(hours=hours)).partition_days
+
+    assert days(22) == (dt.date(2026, 1, 6), dt.date(2026, 1, 6))  # the 5th's hour, in the 6th's folder
+    assert days(10) == (dt.date(2026, 1, 5), dt.date(2026, 1, 5))
+    assert days(0, 24) == (dt.date(2026, 1, 5), dt.date(2026, 1, 6))
+    assert days(12) is None  # no file holds the hour
