@@ -34,6 +34,9 @@ ALL_TABLES = (*ALL_ASSETS, REJECTED_EVENTS, EVENT_COPIES, PROCESSED_HOURS, FILTE
 # The concurrency pool of the hourly step (it reads and rewrites session state): a production
 # instance limits it to one step at a time (deploy/dagster.yaml).
 HOURLY_POOL = "hourly_sessions"
+# The manifest item every hourly step claims with its hours, so that one runs at a time on any
+# instance (a pool only holds where the instance configures it); released when the step ends.
+HOURLY_TURN = "hourly_step/turn"
 
 # -- jobs -------------------------------------------------------------------------------------
 HOURLY_JOB = "hourly_job"

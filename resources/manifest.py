@@ -65,7 +65,11 @@ _SCHEMA = pa.schema([
 
 
 class ItemLockedError(ManifestError):
-    """Another run holds the item."""
+    """Another run holds the item (`item`)."""
+
+    def __init__(self, message: str, item: str | None = None):
+        super().__init__(message)
+        self.item = item
 
 
 class ItemFailLockedError(ManifestError):
@@ -220,7 +224,7 @@ class ManifestStore:
                     if reason is None:
                         raise ItemLockedError(
                             f"item {item} is locked by run {lock.run_id} "
-                            f"(claimed by {lock.application} at {_fmt(lock.recorded_at)})")
+                            f"(claimed by {lock.application} at {_fmt(lock.recorded_at)})", item)
                     failed = _new(item, State.FAILED, AUTO_RELEASE, run_id, lock.record_id,
                                   {"reason": f"abandoned: {reason}", "abandoned_run_id": lock.run_id})
                     resolved = _new(item, State.RESOLVED, AUTO_RELEASE, run_id, failed.record_id,
@@ -257,14 +261,20 @@ class ManifestStore:
 
     def close(self, items: Sequence[str], *, run_id: str, state: State, application: str,
               payload: Mapping | None = None,
-              payloads: Mapping[str, Mapping] | None = None) -> list[Record]:
+              payloads: Mapping[str, Mapping] | None = None, released: Sequence[str] = ()) -> list[Record]:
         """Close this run's locks on `items` with PROCESSED or FAILED (`payload` for every item,
-        plus `payloads[item]` for some)."""
+        plus `payloads[item]` for some), and in the same commit those on `released`, items that
+        only take turns (no work of their own): PROCESSED whatever `state`, so they never block."""
         if state not in (State.PROCESSED, State.FAILED):
             raise ValueError(f"close() records PROCESSED or FAILED, not {state.name}")
 
         def build(states: dict[str, ItemState]) -> list[Record]:
             out = []
+            for item in released:
+                turn = states.get(item)
+                if turn is not None and turn.open_lock is not None and turn.open_lock.run_id == run_id:
+                    out.append(_new(item, State.PROCESSED, application, run_id, turn.open_lock.record_id,
+                                    {"released": state.name}))
             for item in items:
                 state_of_item = states.get(item)
                 lock = state_of_item.open_lock if state_of_item else None
@@ -277,7 +287,7 @@ class ManifestStore:
                                 {**(payload or {}), **extra} if extra else payload))
             return out
 
-        return self._commit(items, build)
+        return self._commit([*items, *released], build)
 
     def resolve(self, items: Sequence[str], *, note: str = "", run_id: str = "operator") -> list[Record]:
         """Operator: release the fail-locked (or abandoned, locked) ones among `items`, in one

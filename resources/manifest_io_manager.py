@@ -37,13 +37,17 @@ from deltalake.exceptions import CommitFailedError
 
 from incremental_assets.names import PROCESSING_MANIFEST, RETRY_OF_TAGS, STATE_TABLES
 from incremental_assets.planning.processing_manifest import PROBLEM_STATUSES, ItemStatus, State
-from resources.manifest import ManifestStore, abandoned_lock_check, claiming_process, item_id, split_item_id
+from resources.manifest import ItemLockedError, ManifestStore, abandoned_lock_check, claiming_process, item_id, split_item_id
 from resources.materialized import release, rows_were_lost
 from resources.tables import RowRange, WriteResult
 from resources.warehouse import WarehouseResource
 
 
 TRANSIENT_RETRIES = 2
+# A step whose turn another run holds tries again every 30 s, for up to 10 minutes; nothing is
+# claimed meanwhile, so a step that gives up leaves nothing to resolve (its run fails).
+TURN_WAIT_SECONDS = 30
+TURN_WAIT_RETRIES = 20
 
 
 def is_transient(error: BaseException) -> bool:
@@ -81,18 +85,22 @@ class StepClaim:
     payloads: dict[str, dict] = field(default_factory=dict)  # per item, stored with PROCESSED
     rows_written: dict[str, int] = field(default_factory=dict)  # per table
     closed: bool = False
+    turn: str | None = None  # an item held only to take turns with other steps, released at the close
 
     def fail(self, reason: str) -> None:
         if not self.closed:
             self.closed = True
-            self.manifest.close(self.items, run_id=self.run_id, state=State.FAILED,
-                                application=self.application, payload={"reason": reason})
+            self.manifest.close(self.items, run_id=self.run_id, state=State.FAILED, application=self.application,
+                                payload={"reason": reason}, released=self._turns())
 
     def complete(self, payload: dict) -> None:
         self.closed = True
         self.manifest.close(self.items, run_id=self.run_id, state=State.PROCESSED, application=self.application,
                             payload={**payload, "rows_written": dict(self.rows_written)},
-                            payloads=self.payloads)
+                            payloads=self.payloads, released=self._turns())
+
+    def _turns(self) -> list[str]:
+        return [self.turn] if self.turn else []
 
 
 @dataclass
@@ -125,8 +133,11 @@ def retried_runs(run) -> set[str]:
 
 
 @contextlib.contextmanager
-def claimed(context, warehouse: WarehouseResource, names: Sequence[str]) -> Iterator[StepClaim]:
+def claimed(context, warehouse: WarehouseResource, names: Sequence[str],
+            turn: str | None = None) -> Iterator[StepClaim]:
     """Claim the step's manifest items for the run (one commit); record FAILED if the body raises.
+    With `turn`, that item too: one step at a time holds it (ItemLockedError names it while
+    another run does), and the close releases it whatever the outcome.
 
     A step that yields its outputs may be left at a yield when the IO manager fails to write
     one (Python then closes it with GeneratorExit): the IO manager has recorded that failure.
@@ -134,12 +145,18 @@ def claimed(context, warehouse: WarehouseResource, names: Sequence[str]) -> Iter
     items = partition_items(context, names)
     manifest = warehouse.manifest
     application = "+".join(names)
-    manifest.claim(items, application=application, run_id=context.run_id,
-                   run_finished=abandoned_lock_check(context.instance, warehouse.settings.max_lock_age_hours),
-                   auto_resolve_failures=warehouse.settings.auto_resolve_failures,
-                   payload={"partition_keys": _key_range(items), **claiming_process()},
-                   retry_of=retried_runs(context.run))
-    claim = StepClaim(manifest, items, application, context.run_id)
+    try:
+        manifest.claim([*items, *([turn] if turn else [])], application=application, run_id=context.run_id,
+                       run_finished=abandoned_lock_check(context.instance, warehouse.settings.max_lock_age_hours),
+                       auto_resolve_failures=warehouse.settings.auto_resolve_failures,
+                       payload={"partition_keys": _key_range(items), **claiming_process()},
+                       retry_of=retried_runs(context.run))
+    except ItemLockedError as exc:
+        if turn is None or exc.item != turn:
+            raise
+        context.log.info(f"{exc}: waiting for its turn, trying again in {TURN_WAIT_SECONDS} s")
+        raise RetryRequested(max_retries=TURN_WAIT_RETRIES, seconds_to_wait=TURN_WAIT_SECONDS) from exc
+    claim = StepClaim(manifest, items, application, context.run_id, turn=turn)
     try:
         yield claim
     except GeneratorExit:

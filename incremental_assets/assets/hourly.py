@@ -34,6 +34,7 @@ from incremental_assets.names import (
     FILTERED_EVENTS,
     HOURLY_ASSETS,
     HOURLY_POOL,
+    HOURLY_TURN,
     LIFECYCLE,
     PROCESSED_HOURS,
     QUARANTINED,
@@ -89,7 +90,9 @@ def hourly_assets(context: AssetExecutionContext, warehouse: WarehouseResource):
     # No source table is a precondition, checked before the claim: nothing is left fail-locked.
     # A source that is there but unreadable fails inside the claim, as any failed read does.
     require_source(warehouse.settings.source)
-    with claimed(context, warehouse, HOURLY_ASSETS) as claim:
+    # The turn: one hourly step at a time on any instance, as the hourly_sessions pool does on
+    # a configured one. Two at once would each keep their copy of an event (rules 3).
+    with claimed(context, warehouse, HOURLY_ASSETS, turn=HOURLY_TURN) as claim:
         results = compute(warehouse, window.start, window.end)
         _add_hour_metadata(context, figures_by_hour(window.start, window.end, kept=results.kept,
                                                      rejected=results.rejected, filtered=results.filtered))

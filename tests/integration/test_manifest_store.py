@@ -42,6 +42,29 @@ def test_a_second_run_is_refused_with_the_lock_holder_named_and_writes_nothing(s
     assert len(store.records()) == before  # all or none: ITEMS[1] was not claimed either
 
 
+TURN = "hourly_step/turn"
+
+
+def test_a_turn_is_held_by_one_run_at_a_time_and_released_by_a_failure_too(store):
+    # Issue 41, item 7: steps over different hours take turns through one item, so two never
+    # run at once; a failed step fail-locks its own items, never the turn.
+    other_hour = "base_events/2026-01-05-02:00"
+    store.claim([*ITEMS, TURN], application="hourly", run_id="r1", run_finished=never_finished)
+    with pytest.raises(ItemLockedError, match=f"item {TURN} is locked by run r1") as refused:
+        store.claim([other_hour, TURN], application="hourly", run_id="r2", run_finished=never_finished)
+    assert refused.value.item == TURN
+    assert store.states([other_hour]) == {}  # all or none: r2 claimed nothing
+
+    store.close(ITEMS, run_id="r1", state=State.FAILED, application="hourly", payload={"reason": "boom"},
+                released=[TURN])
+    states = store.states()
+    assert {states[i].status for i in ITEMS} == {ItemStatus.FAIL_LOCKED}
+    assert states[TURN].status is ItemStatus.READY
+    store.claim([other_hour, TURN], application="hourly", run_id="r2", run_finished=never_finished)
+    store.close([other_hour], run_id="r2", state=State.PROCESSED, application="hourly", released=[TURN])
+    assert store.states()[TURN].status is ItemStatus.READY
+
+
 def test_failure_fail_locks_until_an_operator_resolves(store):
     store.claim(ITEMS, application="base_events", run_id="r1", run_finished=never_finished)
     store.close(ITEMS, run_id="r1", state=State.FAILED, application="base_events", payload={"reason": "boom"})
