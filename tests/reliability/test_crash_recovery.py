@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from incremental_assets.names import HOURLY_ASSETS, SESSIONS_TO_REFILTER, USERS_TO_REFRESH
+from incremental_assets.names import HOURLY_ASSETS, HOURLY_TURN, SESSIONS_TO_REFILTER, USERS_TO_REFRESH
 from incremental_assets.planning.processing_manifest import ItemStatus, State
 from resources.manifest import ManifestStore
 from tests.reliability.helpers import (
@@ -73,12 +73,14 @@ class Kill:
     from_day_one: bool = False  # starts from after_day_one instead of after_first_run
 
 
+# A dead hourly step leaves its hours' items locked, and its turn (hourly_step/turn).
+HOURLY_LOCKS = frozenset(HOURLY_ASSETS) | {HOURLY_TURN.split("/")[0]}
+
 KILLS = {
-    "in-spark-job": Kill("spark-job", "", frozenset(HOURLY_ASSETS), frozenset()),
-    "before-processed-record": Kill("before-processed", "filtered_events", frozenset(HOURLY_ASSETS),
-                                    frozenset(HOURLY_DATA)),
-    "in-manifest-commit": Kill("manifest-commit", "", frozenset(HOURLY_ASSETS), frozenset(HOURLY_DATA)),
-    "in-base-events-commit": Kill("delta-commit", "base_events", frozenset(HOURLY_ASSETS),
+    "in-spark-job": Kill("spark-job", "", HOURLY_LOCKS, frozenset()),
+    "before-processed-record": Kill("before-processed", "filtered_events", HOURLY_LOCKS, frozenset(HOURLY_DATA)),
+    "in-manifest-commit": Kill("manifest-commit", "", HOURLY_LOCKS, frozenset(HOURLY_DATA)),
+    "in-base-events-commit": Kill("delta-commit", "base_events", HOURLY_LOCKS,
                                   frozenset({"rejected_events", "event_copies"})),
     "in-daily-commit": Kill("delta-commit", "daily_aggregates", frozenset({"daily_aggregates"}),
                             frozenset(HOURLY_TABLES)),
