@@ -14,17 +14,20 @@ day's hours, other files for every hour. Coarser (a new file re-runs its whole d
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from datetime import date, datetime, timedelta, timezone
+from urllib.parse import unquote
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
 from incremental_assets.partitions import HOUR, floor_hour
@@ -53,6 +56,7 @@ class _File:
     first: datetime | None  # first load hour the file may hold; None: unknown
     last: datetime | None
     day: date | None = None  # its load_date partition, if any
+    hours: frozenset[datetime] | None = None  # the hours it holds, read from it when its span is wide
 
 
 def source_snapshot(path: str, since: datetime, until: datetime) -> SourceSnapshot | None:
@@ -72,6 +76,8 @@ def source_snapshot(path: str, since: datetime, until: datetime) -> SourceSnapsh
 
 def _hours_held(file: _File, since: datetime, until: datetime) -> list[datetime]:
     """The load hours in [since, until) that `file` may hold."""
+    if file.hours is not None:
+        return sorted(hour for hour in file.hours if floor_hour(since) <= hour < until)
     if file.last is not None and file.last < since:
         return []
     hour = max(file.first or since, floor_hour(since))
@@ -112,8 +118,41 @@ def _delta_files(table: DeltaTable) -> list[_File]:
         # part of the file's identity, or the delete would never re-run its hours.
         hidden = deleted.get(_file_name(path))
         files.append(_File(f"{path}|{size}|{rows}" + (f"|-{hidden}" if hidden else ""), first, last,
-                           _as_date(day)))
+                           _as_date(day), _hours_if_wide(table.table_uri, path, first, last)))
     return files
+
+
+# A file whose statistics span more than this may hold any hour between: its own hours are read
+# from it (one or two columns, once per process). One row with a garbage load_tstamp (1970,
+# 2099) would otherwise place the file in every hour of the history, all of them due again.
+WIDE_FILE_SPAN = timedelta(hours=48)
+
+
+def _hours_if_wide(table_uri: str, path: str, first: datetime | None, last: datetime | None
+                   ) -> frozenset[datetime] | None:
+    if first is None or last is None or last - first <= WIDE_FILE_SPAN:
+        return None
+    return hours_in_file(f"{table_uri.rstrip('/')}/{unquote(path)}" if "://" not in path else path)
+
+
+@functools.lru_cache(maxsize=4096)
+def hours_in_file(uri: str) -> frozenset[datetime] | None:
+    """The load hours of a data file's rows (load_tstamp, else collector_tstamp), read from the
+    file (a Delta data file never changes under its name); None when it cannot be read."""
+    try:
+        filesystem, inner = pafs.FileSystem.from_uri(uri) if "://" in uri else (pafs.LocalFileSystem(), uri)
+        parquet = pq.ParquetFile(inner, filesystem=filesystem)
+        present = [c for c in ("load_tstamp", "collector_tstamp") if c in parquet.schema_arrow.names]
+        if not present:
+            return None
+        data = parquet.read(columns=present)
+    except (OSError, pa.ArrowException):
+        return None
+    load_times = data.column(present[0])
+    if len(present) == 2:
+        load_times = pc.coalesce(load_times, data.column(present[1]).cast(load_times.type))
+    hours = pc.unique(pc.floor_temporal(load_times, unit="hour")).to_pylist()
+    return frozenset(floor_hour(hour) for hour in hours if hour is not None)
 
 
 def _as_date(value) -> date | None:
@@ -156,7 +195,7 @@ def hours_changed_by_commits(path: str, after_version: int, until_version: int
         for kind, action in actions:
             if kind not in ("add", "remove") or not action.get("dataChange", True):
                 continue
-            touched = _action_hours(action)
+            touched = _action_hours(action, path)
             if touched is None:
                 hours = None
                 break
@@ -181,7 +220,7 @@ def _commit_actions(path: str, version: int) -> list[tuple[str, dict]] | None:
     return [next(iter(json.loads(line).items())) for line in text.splitlines() if line.strip()]
 
 
-def _action_hours(action: dict) -> list[datetime] | None:
+def _action_hours(action: dict, table_uri: str) -> list[datetime] | None:
     """The load hours an add or remove action's file may hold; None when unknown."""
     day_text = (action.get("partitionValues") or {}).get(PARTITION_COLUMN)
     day = date.fromisoformat(day_text) if day_text else None
@@ -197,6 +236,9 @@ def _action_hours(action: dict) -> list[datetime] | None:
                              instant(low, "collector_tstamp"), instant(high, "collector_tstamp"))
     if first is None or last is None:
         return None
+    if last - first > WIDE_FILE_SPAN:
+        held = hours_in_file(f"{table_uri.rstrip('/')}/{unquote(action['path'])}")
+        return sorted(held) if held is not None else None
     return [first + i * HOUR for i in range((last - first) // HOUR + 1)]
 
 

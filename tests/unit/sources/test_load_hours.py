@@ -57,3 +57,20 @@ def test_partition_days_name_the_folders_that_hold_the_hours_asked_for(tmp_path)
     assert days(10) == (dt.date(2026, 1, 5), dt.date(2026, 1, 5))
     assert days(0, 24) == (dt.date(2026, 1, 5), dt.date(2026, 1, 6))
     assert days(12) is None  # no file holds the hour
+
+
+def test_a_file_with_garbage_load_times_counts_only_in_the_hours_it_holds(tmp_path):
+    # Issue 41, item 11: one row loaded "in 1970" and one "in 2099" stretch the file's
+    # statistics over every hour of the history; the file is read to find its real hours.
+    loads = [dt.datetime(2026, 1, 5, 10, 30, tzinfo=UTC), dt.datetime(2026, 1, 5, 10, 45, tzinfo=UTC),
+             dt.datetime(1970, 1, 1, tzinfo=UTC), dt.datetime(2099, 12, 31, 23, tzinfo=UTC),
+             None]  # no load_tstamp: its collector_tstamp's hour (13:00)
+    collector = [dt.datetime(2026, 1, 5, 10, 30, tzinfo=UTC)] * 4 + [dt.datetime(2026, 1, 5, 13, 5, tzinfo=UTC)]
+    table = pa.table({"event_id": list("abcde"), "load_tstamp": pa.array(loads, pa.timestamp("us", "UTC")),
+                      "collector_tstamp": pa.array(collector, pa.timestamp("us", "UTC"))})
+    write_deltalake(str(tmp_path / "src"), table)
+
+    snapshot = source_snapshot(str(tmp_path / "src"), dt.datetime(2026, 1, 1, tzinfo=UTC),
+                               dt.datetime(2026, 2, 1, tzinfo=UTC))
+    assert sorted(snapshot.fingerprints) == [dt.datetime(2026, 1, 5, 10, tzinfo=UTC),
+                                             dt.datetime(2026, 1, 5, 13, tzinfo=UTC)]
