@@ -72,8 +72,9 @@ def read_source(tables, path: str, load_start: datetime | None = None,
 def _read_delta(tables, path: str, load_start, load_end, version: int | None,
                 partition_days: tuple[date, date] | None) -> DataFrame:
     if "load_date" not in DeltaTable(path, version=version).metadata().partition_columns:
-        # Without the load_date partition every file is read; the load-time filter follows.
-        return tables.read_path_range(path, "load_tstamp", None, None, version=version)
+        # Without the load_date partition every file is read; the load-time filter follows
+        # (rows without a load_tstamp included: their load time is their collector_tstamp).
+        return tables.read_path(path, version=version)
     first_day = load_start.date() if load_start is not None else None
     end_day = ((load_end - timedelta(microseconds=1)).date() + timedelta(days=1)) if load_end is not None else None
     if partition_days is not None:  # the folders the plan placed the hours in, if they reach further

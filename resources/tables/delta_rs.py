@@ -107,6 +107,9 @@ class DeltaRsTableStore(TableStore):
     def read_range(self, name: str, column: str, start, end, columns: Sequence[str] | None = None):
         return self._read(self.path(name), columns, (check_identifier(column, "range column"), start, end))
 
+    def read_path(self, path: str, columns: Sequence[str] | None = None, version: int | None = None):
+        return self._read(path, columns, version=version)
+
     def read_path_range(self, path: str, column: str, start, end, columns: Sequence[str] | None = None,
                         version: int | None = None):
         return self._read(path, columns, (check_identifier(column, "range column"), start, end), version)

@@ -166,6 +166,11 @@ class DeltaSparkTableStore(TableStore):
     def read_range(self, name: str, column: str, start, end, columns: Sequence[str] | None = None):
         return self.read_path_range(self.path(name), column, start, end, columns)
 
+    def read_path(self, path: str, columns: Sequence[str] | None = None, version: int | None = None):
+        reader = self.spark.read.format("delta")
+        df = (reader.option("versionAsOf", version) if version is not None else reader).load(path)
+        return df.select(*columns) if columns else df
+
     def read_path_range(self, path: str, column: str, start, end, columns: Sequence[str] | None = None,
                         version: int | None = None):
         check_identifier(column, "range column")

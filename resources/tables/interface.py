@@ -112,6 +112,11 @@ class TableStore(abc.ABC):
         """The whole table as a Spark DataFrame (FileNotFoundError if it does not exist)."""
 
     @abc.abstractmethod
+    def read_path(self, path: str, columns: Sequence[str] | None = None, version: int | None = None):
+        """Every row of a Delta table outside the warehouse (e.g. the source), by path; at
+        `version` when given."""
+
+    @abc.abstractmethod
     def read_path_range(self, path: str, column: str, start, end, columns: Sequence[str] | None = None,
                         version: int | None = None):
         """read_range for a Delta table outside the warehouse (e.g. the source), by path; at

@@ -249,13 +249,16 @@ def source_table(rows: list[dict], load_date_of=load_date) -> pa.Table:
     return pa.Table.from_pydict({name: [row.get(name) for row in full] for name in schema.names}, schema=schema)
 
 
-def write_source(path: str | Path, rows: list[dict], mode: str = "append", load_date_of=load_date) -> None:
-    """Appends `rows`, partitioned by `load_date_of(row)` (by default the UTC date of its load time)."""
+def write_source(path: str | Path, rows: list[dict], mode: str = "append", load_date_of=load_date,
+                 partitioned: bool = True) -> None:
+    """Appends `rows`, partitioned by `load_date_of(row)` (by default the UTC date of its load
+    time), or in a table without partitions."""
     from deltalake import DeltaTable, write_deltalake
 
     creating = not DeltaTable.is_deltatable(str(path))
     configuration = {"delta.dataSkippingStatsColumns": "load_tstamp,collector_tstamp,derived_tstamp"}
-    write_deltalake(str(path), source_table(rows, load_date_of), mode=mode, partition_by=["load_date"],
+    write_deltalake(str(path), source_table(rows, load_date_of), mode=mode,
+                    partition_by=["load_date"] if partitioned else None,
                     configuration=configuration if creating else None)
 
 

@@ -107,6 +107,30 @@ def test_a_source_partitioned_by_the_loaders_local_date_loses_no_row(spark, inst
                        "a source partitioned by local load dates vs the documented rules")
 
 
+def test_an_unpartitioned_source_rejects_rows_without_a_load_tstamp(
+        spark, instance, tmp_path, monkeypatch):
+    """Issue 41, item 11: a row without a load_tstamp is read in the hour of its
+    collector_tstamp and rejected for it (rules 1 and 2), in a source without partitions too
+    (its read once required a load_tstamp, and the row vanished)."""
+    from incremental_assets import runner
+
+    rows = hostile.session_events("n-s1", "n-u1", at(0, 9, 10), 3, dt.timedelta(minutes=10))
+    rows[1] = {**rows[1], "load_tstamp": None}  # its load time: collector_tstamp, 09:20
+    no_time = hostile.with_fault(hostile.event(at(0, 9, 40), session="n-s2", user="n-u2"), "no_load_time")
+    source = str(tmp_path / "events")
+    warehouse = tmp_path / "incremental"
+    use(monkeypatch, source, warehouse)
+
+    hostile.write_source(source, [*rows, no_time], partitioned=False)
+    assert runner.run_until(at(0, 11), instance=instance, echo=quiet).success
+
+    tables = pipeline_tables(warehouse)
+    assert [r["reject_reason"] for r in tables["rejected_events"] if r["event_id"] == rows[1]["event_id"]] == \
+        ["null load_tstamp"]
+    assert_same_tables(tables, reference.expected_tables([*rows, no_time], reference_settings(), AS_OF),
+                       "an unpartitioned source with rows lacking load_tstamp vs the documented rules")
+
+
 @pytest.mark.long
 def test_a_session_older_than_the_session_lookback_loses_no_filtered_row(spark, instance, tmp_path, monkeypatch):
     """Issue 41, item 11: a session whose loads span more than session_lookback_days (an

@@ -108,6 +108,17 @@ def test_read_range_start_inclusive_end_exclusive(store, spark):
     assert store.read_range("t", "ts", utc(5, 4), None, columns=["n"]).columns == ["n"]
 
 
+def test_read_path_gives_every_row_null_range_values_too_at_a_version(store, spark, tmp_path):
+    # The source read of an unpartitioned table: a row without a load_tstamp is still a row.
+    store.append("p", spark.createDataFrame([(utc(5, 1), utc(5).date(), 1, "a"), (None, None, 2, "b")], SCHEMA))
+    store.append("p", events(spark, (utc(6, 1), 3)))
+    path = str(tmp_path / "warehouse" / "p")
+
+    assert ns(store.read_path(path)) == [1, 2, 3]
+    assert ns(store.read_path(path, version=0)) == [1, 2]
+    assert store.read_path(path, columns=["n", "s"]).columns == ["n", "s"]
+
+
 def test_read_range_on_partition_column_and_on_stats_of_partitioned_table(store, spark):
     rows = [(utc(day, hour), day * 100 + hour) for day in (4, 5, 6, 7) for hour in (0, 12, 23)]
     store.replace_range("p", events(spark, *rows), column="event_date",
