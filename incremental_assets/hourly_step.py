@@ -28,6 +28,7 @@ from pyspark.sql import functions as F
 
 from incremental_assets.names import BASE_EVENTS, EVENT_COPIES, FILTERED_EVENTS, LIFECYCLE, SESSIONS_TO_REFILTER
 from incremental_assets.partitions import floor_hour, hours_between
+from incremental_assets.planning.reconcile import RUN_AGAIN
 from incremental_assets.sources.load_hours import SourceSnapshot, source_snapshot
 from incremental_assets.sources.reader import read_source
 from incremental_assets.transforms.base_events import (
@@ -271,10 +272,6 @@ def filtered_counts(warehouse: WarehouseResource, results: HourlyResults) -> Dat
     start, end = results.counts_range
     return rows_by_load_hour_and_day(warehouse.tables.read_range(FILTERED_EVENTS, "load_tstamp", start, end,
                                                                  columns=["load_tstamp", "event_date"]))
-
-
-# The ledger's fingerprint of an hour that must run again (it matches no source fingerprint).
-RUN_AGAIN = "run-again"
 
 
 def hours_to_run_again(warehouse: WarehouseResource, results: HourlyResults, run_id: str) -> DataFrame:

@@ -17,8 +17,8 @@ import pyarrow as pa
 
 from incremental_assets.names import HOURLY_ASSETS, PROCESSED_HOURS
 from incremental_assets.partitions import floor_hour, hour_key, hour_keys, hourly_partitions, parse_hour_key
-from incremental_assets.planning.processing_manifest import ItemStatus, Record
-from incremental_assets.planning.reconcile import HoursPlan, ProcessedHour, hours_to_run
+from incremental_assets.planning.processing_manifest import ItemStatus, Record, State
+from incremental_assets.planning.reconcile import HoursPlan, ProcessedHour, hours_to_run, failed_hours_run_again
 from incremental_assets.planning.run_limits import RunLimits, RunState
 from incremental_assets.settings import Settings
 from incremental_assets.sources.load_hours import SourceSnapshot, hours_changed_by_commits, source_snapshot
@@ -34,6 +34,7 @@ class HourStates:
     fail_locked: dict[datetime, str] = field(default_factory=dict)  # hour -> an item id
     locks: dict[datetime, Record] = field(default_factory=dict)  # hour -> an open PROCESSING record
     skipped: set[datetime] = field(default_factory=set)
+    resolved: set[datetime] = field(default_factory=set)  # failed, then resolved: not run since
 
 
 def hour_states(manifest: ManifestStore) -> HourStates:
@@ -50,6 +51,8 @@ def hour_states(manifest: ManifestStore) -> HourStates:
             states.locks.setdefault(hour, state.open_lock)
         elif state.status is ItemStatus.SKIPPED:
             states.skipped.add(hour)
+        elif state.last is not None and state.last.state is State.RESOLVED:
+            states.resolved.add(hour)
     return states
 
 
@@ -175,6 +178,9 @@ def plan_load_hours(settings: Settings, *, now: datetime, manifest: ManifestStor
               for hour, fingerprint in (snapshot.fingerprints if snapshot else {}).items()}
     ledger = _ledger(settings)
     processed = unchanged_by_maintenance(processed_hours(settings, ledger), ledger, source, snapshot, digest)
+    # An hour whose last run failed is due (blocked while fail-locked, unless the claim of the
+    # run that takes it resolves it: auto_resolve_failures).
+    processed = failed_hours_run_again(processed, states.resolved | set(states.fail_locked))
     hours = hours_to_run(source, processed, excluded=set(blocked) | states.skipped,
                          start=first_load_hour(settings), now=now, grace=settings.grace,
                          abstinent=settings.abstinent, backfill_limit_days=settings.backfill_limit_days,

@@ -41,6 +41,19 @@ class ProcessedHour:
     processed_at: datetime
 
 
+# The fingerprint of a load hour that must run again, whatever its source holds: it matches none.
+RUN_AGAIN = "run-again"
+
+
+def failed_hours_run_again(processed: Mapping[datetime, ProcessedHour],
+                           failed: Collection[datetime]) -> dict[datetime, ProcessedHour]:
+    """`processed`, with the hours whose last run failed (fail-locked, or resolved since) due
+    again: the failed run may have written part of its output, and the ledger still describes
+    the run before it, which may match the source."""
+    return {hour: ProcessedHour(RUN_AGAIN, done.processed_at) if hour in failed else done
+            for hour, done in processed.items()}
+
+
 @dataclass(frozen=True)
 class HoursPlan:
     """The due hours to run now, grouped in contiguous ranges, oldest first; and the rest, by reason."""
