@@ -79,6 +79,10 @@ def day_key(day: date) -> str:
     return day.strftime(DAY_KEY_FORMAT)
 
 
+def parse_day_key(key: str) -> date:
+    return datetime.strptime(key, DAY_KEY_FORMAT).date()
+
+
 def hour_keys(start: datetime, end: datetime) -> tuple[str, str]:
     """First and last hourly partition key of the hours [start, end)."""
     return hour_key(start), hour_key(end - HOUR)

@@ -10,13 +10,15 @@ hours and hours a live run holds (`planning.reconcile`). Nothing here starts Spa
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 from typing import Callable
 
 import pyarrow as pa
 
-from incremental_assets.names import HOURLY_ASSETS, PROCESSED_HOURS
-from incremental_assets.partitions import floor_hour, hour_key, hour_keys, hourly_partitions, parse_hour_key
+from incremental_assets.names import DAILY_AGGREGATES, HOURLY_ASSETS, PROCESSED_HOURS
+from incremental_assets.partitions import (
+    floor_hour, hour_key, hour_keys, hourly_partitions, parse_day_key, parse_hour_key,
+)
 from incremental_assets.planning.processing_manifest import ItemStatus, Record, State
 from incremental_assets.planning.reconcile import HoursPlan, ProcessedHour, hours_to_run, failed_hours_run_again
 from incremental_assets.planning.run_limits import RunLimits, RunState
@@ -54,6 +56,18 @@ def hour_states(manifest: ManifestStore) -> HourStates:
         elif state.last is not None and state.last.state is State.RESOLVED:
             states.resolved.add(hour)
     return states
+
+
+def fail_locked_days(settings: Settings, manifest: ManifestStore | None = None) -> dict[date, str]:
+    """Event days whose daily_aggregates item a failed run left fail-locked: day -> item id.
+    None with auto_resolve_failures (the claim of the next run resolves them). A daily run over
+    such a day would fail at its claim: the day waits for an operator, the others go on."""
+    if settings.auto_resolve_failures:
+        return {}
+    states = (manifest or ManifestStore.of(settings)).unsettled_states()
+    return {parse_day_key(key): item for item, state in states.items()
+            for asset, key in [split_item_id(item)]
+            if asset == DAILY_AGGREGATES and key and state.status is ItemStatus.FAIL_LOCKED}
 
 
 def _ledger(settings: Settings) -> pa.Table | None:

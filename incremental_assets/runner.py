@@ -44,7 +44,7 @@ from incremental_assets.partitions import contiguous_ranges, day_key, floor_hour
 from incremental_assets.planning.late_days import LateDaysPlan
 from incremental_assets.planning.reconcile import split_ranges
 from incremental_assets.planning.run_limits import RunLimits
-from incremental_assets.progress import first_load_hour, plan_next_run
+from incremental_assets.progress import fail_locked_days, first_load_hour, plan_next_run
 from incremental_assets.settings import Settings
 from incremental_assets.sources.reader import require_source
 from resources.manifest import ManifestStore
@@ -212,6 +212,12 @@ def late_days_and_attributes(settings: Settings, *, instance, report: RunReport,
         echo("  late rows pending (below min_rows_to_process): "
              + ", ".join(f"{d}: {n}" for d, n in sorted(late.skipped.items())))
     days = set(late.days) | set(also)
+    blocked = {day: item for day, item in fail_locked_days(settings).items() if day in days}
+    if blocked:
+        echo(f"  daily_aggregates not run for {len(blocked)} fail-locked event day(s): resolve "
+             + ", ".join(sorted(blocked.values())))
+        report.refused = "; ".join(filter(None, [report.refused, f"{len(blocked)} event day(s) fail-locked"]))
+        days -= set(blocked)
     if days:
         run_days_and_attributes(sorted(days), instance=instance, report=report, tags=tags, echo=echo)
     elif users_queued(settings):

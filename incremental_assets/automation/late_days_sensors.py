@@ -39,6 +39,7 @@ from incremental_assets.names import (
     RANGE_START_TAG,
 )
 from incremental_assets.partitions import contiguous_ranges, day_key
+from incremental_assets.progress import fail_locked_days
 from resources.warehouse import WarehouseResource
 
 DAILY_KEYS = frozenset({AssetKey(DAILY_AGGREGATES)})
@@ -53,7 +54,11 @@ def late_day_requests(warehouse: WarehouseResource, instance) -> list[RunRequest
     if not unaccounted(settings):
         return SkipReason("every filtered row is aggregated or pending: no event day to rebuild")
     plan = plan_late_days(settings)
-    ranges = contiguous_ranges(plan.days)
+    blocked = {day: item for day, item in fail_locked_days(settings).items() if day in plan.days}
+    ranges = contiguous_ranges(day for day in plan.days if day not in blocked)
+    if not ranges and blocked:
+        return SkipReason(f"{len(blocked)} event day(s) to rebuild are fail-locked: fix the cause, then "
+                          f"`incremental-assets manifest resolve {min(blocked.items())[1]}` (or run manifest_admin_job)")
     if not ranges:
         return SkipReason(f"{sum(plan.skipped.values())} late row(s) pending (below min_rows_to_process)")
     plan_id = uuid.uuid4().hex[:12]
