@@ -59,7 +59,7 @@ class Settings:
     abstinent_period: str = "PT0S"
     warehouse: str = "warehouse"
     source_path: str = "sample_lake/events"
-    table_engine: str = "delta-rs"  # the measured default; see README "Delta engine"
+    table_engine: str = "delta-rs"  # the measured default; see docs/deployment.md, "Delta engine"
     # A local warehouse path that is one shared filesystem on every host of a Spark cluster.
     warehouse_shared: bool = False
     # Operations (not Snowplow's): automatic release of FAILED manifest items, sensor cadence,
