@@ -46,7 +46,7 @@ def aggregate_days(warehouse: WarehouseResource, first_day: date, end_day: date,
         "event_date", "load_date", "rows_aggregated",
         F.lit(0).cast("long").alias("rows_pending"),
         F.lit(datetime.now(timezone.utc)).alias("last_rebuilt_at"),
-        F.lit(run_id).alias("last_rebuilt_run_id"))
+        F.lit(run_id).alias("last_rebuilt_run_id"), "digest_aggregated")
 
     def users_to_refresh() -> DataFrame:
         users = daily.select("domain_userid")

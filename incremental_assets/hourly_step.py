@@ -42,6 +42,7 @@ from incremental_assets.transforms.base_events import (
     kept_copies,
     validate,
 )
+from incremental_assets.transforms.daily_aggregates import DAILY_INPUT_COLUMNS
 from incremental_assets.transforms.filtered_events import filtered_events, rows_by_load_hour_and_day
 from incremental_assets.transforms.sessions import (
     LIFECYCLE_COLUMNS,
@@ -271,7 +272,7 @@ def filtered_counts(warehouse: WarehouseResource, results: HourlyResults) -> Dat
         return rows_by_load_hour_and_day(results.filtered)
     start, end = results.counts_range
     return rows_by_load_hour_and_day(warehouse.tables.read_range(FILTERED_EVENTS, "load_tstamp", start, end,
-                                                                 columns=["load_tstamp", "event_date"]))
+                                                                 columns=["load_tstamp", *DAILY_INPUT_COLUMNS]))
 
 
 def hours_to_run_again(warehouse: WarehouseResource, results: HourlyResults, run_id: str) -> DataFrame:

@@ -51,22 +51,53 @@ def unaccounted(settings: Settings) -> dict[Pair, int]:
     return {p: n for p, n in differences.items() if n}
 
 
+def _digests(path: str, rows: str, digest: str) -> dict[Pair, tuple[int, int | None]]:
+    """Per pair: the rows and the sum of their content digests (None where a row was written
+    before digests were kept, or the table has none)."""
+    table = read_delta_arrow(path)
+    sums: dict[Pair, tuple[int, int | None]] = {}
+    if table is None:
+        return sums
+    has_digest = digest in table.column_names
+    for row in table.select(["event_date", "load_date", rows, *([digest] if has_digest else [])]).to_pylist():
+        key = (row["event_date"], row["load_date"])
+        count, total = sums.get(key, (0, 0))
+        value = row[digest] if has_digest else None
+        sums[key] = (count + (row[rows] or 0), None if total is None or value is None else total + value)
+    return sums
+
+
+def content_changed_days(settings: Settings) -> set[date]:
+    """Event days with a fully aggregated (event day, load day) pair whose filtered rows hold
+    other content than the rebuild aggregated, at the same count (rules 6): they are rebuilt.
+    Pairs with pending rows, or written before digests were kept, are compared by count only."""
+    filtered = _digests(settings.table_path(FILTERED_COUNTS), "rows", "rows_digest")
+    aggregated = _digests(settings.table_path(DAILY_MANIFEST), "rows_aggregated", "digest_aggregated")
+    _, _, pending = ledger_state(settings)
+    return {pair[0] for pair, (rows, digest) in filtered.items()
+            if pair in aggregated and not pending.get(pair) and aggregated[pair][0] == rows
+            and digest is not None and aggregated[pair][1] is not None and aggregated[pair][1] != digest}
+
+
 def plan_late_days(settings: Settings) -> LateDaysPlan:
     """The event days to rebuild now; the late rows of the others are recorded as pending."""
     open_rows = {(day, load_day): n for (day, load_day), n in unaccounted(settings).items()
                  if day >= settings.start_date.date()}
-    shrunk = {day for (day, _), n in open_rows.items() if n < 0}
+    # Rebuilt whatever seed 001 says: a day with fewer rows than accounted for (a rerun removed
+    # some), or with other content at the same count (rows corrected in place).
+    must_rebuild = {day for (day, _), n in open_rows.items() if n < 0}
+    must_rebuild |= {day for day in content_changed_days(settings) if day >= settings.start_date.date()}
     _, _, pending = ledger_state(settings)
     pending_by_day: dict[date, int] = {}
     for (day, _), n in pending.items():
         pending_by_day[day] = pending_by_day.get(day, 0) + n
-    grown = {pair: n for pair, n in open_rows.items() if pair[0] not in shrunk}
+    grown = {pair: n for pair, n in open_rows.items() if pair[0] not in must_rebuild}
     plan = days_to_process(grown, {d: n for d, n in pending_by_day.items() if n},
                            reprocess_days=settings.reprocess_days, min_rows_to_process=settings.min_rows_to_process,
                            start_date=settings.start_date.date())
-    days = sorted(set(plan.days) | shrunk)
+    days = sorted(set(plan.days) | must_rebuild)
     record_pending(settings, {pair: n for pair, n in grown.items() if pair[0] not in days})
-    return LateDaysPlan(days=days, skipped={d: n for d, n in plan.skipped.items() if d not in shrunk})
+    return LateDaysPlan(days=days, skipped={d: n for d, n in plan.skipped.items() if d not in must_rebuild})
 
 
 def record_pending(settings: Settings, new_pending: dict[Pair, int]) -> None:
@@ -81,13 +112,14 @@ def record_pending(settings: Settings, new_pending: dict[Pair, int]) -> None:
         "rows_pending": pa.array([new_pending[p] for p in pairs], pa.int64()),
         "last_rebuilt_at": pa.array([None] * len(pairs), pa.timestamp("us", tz="UTC")),
         "last_rebuilt_run_id": pa.array([None] * len(pairs), pa.string()),
+        "digest_aggregated": pa.array([None] * len(pairs), pa.int64()),
     })
     path = settings.table_path(DAILY_MANIFEST)
     if not DeltaTable.is_deltatable(path):
         write_deltalake(path, source, mode="append")
         return
     (DeltaTable(path).merge(source, predicate="t.event_date = s.event_date AND t.load_date = s.load_date",
-                            source_alias="s", target_alias="t")
+                            source_alias="s", target_alias="t", merge_schema=True)
      .when_matched_update({"rows_pending": "t.rows_pending + s.rows_pending"})
      .when_not_matched_insert_all()
      .execute())

@@ -30,7 +30,7 @@ from deltalake import DeltaTable
 
 from incremental_assets.automation.hourly_sensor import HOURLY_KEYS, work_in_progress
 from incremental_assets.automation.jobs import attributes_job, daily_job, hourly_job
-from incremental_assets.ledger import plan_late_days, unaccounted
+from incremental_assets.ledger import content_changed_days, plan_late_days, unaccounted
 from incremental_assets.names import (
     DAILY_AGGREGATES,
     PLAN_RUNS_TAG,
@@ -51,7 +51,7 @@ def late_day_requests(warehouse: WarehouseResource, instance) -> list[RunRequest
     if busy:
         return SkipReason(f"waiting for {busy} to finish")
     settings = warehouse.settings
-    if not unaccounted(settings):
+    if not unaccounted(settings) and not content_changed_days(settings):
         return SkipReason("every filtered row is aggregated or pending: no event day to rebuild")
     plan = plan_late_days(settings)
     blocked = {day: item for day, item in fail_locked_days(settings).items() if day in plan.days}

@@ -7,6 +7,7 @@ from datetime import datetime
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from incremental_assets.transforms.daily_aggregates import content_digest
 from incremental_assets.transforms.sessions import session_limit
 
 SESSION_FIELDS = {
@@ -36,8 +37,9 @@ def filtered_events(base: DataFrame, lifecycle: DataFrame, *, event_names: tuple
 
 
 def rows_by_load_hour_and_day(filtered: DataFrame) -> DataFrame:
-    """Filtered row counts by (load hour, event_date): the input of planning.late_days."""
+    """Filtered row counts and content digests by (load hour, event_date): the input of
+    planning.late_days. `filtered` needs load_tstamp and DAILY_INPUT_COLUMNS."""
     return filtered.groupBy(
         F.date_trunc("hour", "load_tstamp").alias("load_hour_tstamp"), "event_date",
         F.to_date("load_tstamp").alias("load_date"),
-    ).agg(F.count(F.lit(1)).alias("rows"))
+    ).agg(F.count(F.lit(1)).alias("rows"), content_digest())

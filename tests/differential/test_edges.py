@@ -20,6 +20,7 @@ deleted from the source, and one `run --until` runs what that makes due.
 from __future__ import annotations
 
 import datetime as dt
+from decimal import Decimal
 
 import pytest
 from deltalake import DeltaTable
@@ -129,6 +130,30 @@ def test_an_unpartitioned_source_rejects_rows_without_a_load_tstamp(
         ["null load_tstamp"]
     assert_same_tables(tables, reference.expected_tables([*rows, no_time], reference_settings(), AS_OF),
                        "an unpartitioned source with rows lacking load_tstamp vs the documented rules")
+
+
+def test_rows_corrected_in_place_reach_the_daily_aggregates(spark, instance, tmp_path, monkeypatch):
+    """Issue 41, item 4: a processed hour's rows corrected in the source (a fixed tr_total, a
+    pseudonymised domain_userid), the same number of rows: the hour runs again and so must its
+    event day, whose counts did not move."""
+    from incremental_assets import runner
+
+    sale = hostile.event(at(0, 10), session="c-s1", user="c-u1", name="transaction", tr_total=Decimal("10.00"))
+    view = hostile.event(at(0, 10, 5), session="c-s1", user="c-u1")
+    source = str(tmp_path / "events")
+    warehouse = tmp_path / "incremental"
+    use(monkeypatch, source, warehouse)
+
+    hostile.write_source(source, [sale, view])
+    assert runner.run_until(at(0, 12), instance=instance, echo=quiet).success
+    DeltaTable(source).update({"tr_total": "cast(25.00 as decimal(18,2))", "domain_userid": "'c-u1-pseudonym'"},
+                              predicate=f"event_id = '{sale['event_id']}'")
+    assert runner.run_until(at(0, 13), instance=instance, echo=quiet).success
+
+    corrected = {**sale, "tr_total": Decimal("25.00"), "domain_userid": "c-u1-pseudonym"}
+    assert_same_tables(pipeline_tables(warehouse),
+                       reference.expected_tables([corrected, view], reference_settings(), AS_OF),
+                       "rows corrected in place vs the documented rules")
 
 
 @pytest.mark.long
