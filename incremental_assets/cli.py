@@ -82,6 +82,7 @@ def cmd_run(args) -> int:
 
     Settings.load()  # a bad setting stops here, before _instance() creates DAGSTER_HOME
     report = run_until(args.until, instance=_instance(args.ephemeral_instance))
+    print(report.summary())
     return 0 if report.success else 1
 
 
@@ -93,6 +94,7 @@ def cmd_backfill(args) -> int:
         raise ValueError(f"--end {args.end} is before --start {args.start}")
     Settings.load()  # a bad setting stops here, before _instance() creates DAGSTER_HOME
     report = backfill(args.start, args.end, instance=_instance(args.ephemeral_instance))
+    print(report.summary())
     return 0 if report.success else 1
 
 

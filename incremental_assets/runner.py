@@ -13,6 +13,7 @@ from __future__ import annotations
 import gc
 import os
 import sys
+import time
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
@@ -40,7 +41,7 @@ from incremental_assets.names import (
     RUN_LIMITS_TAG,
     RUN_STATE_TAG,
 )
-from incremental_assets.partitions import contiguous_ranges, day_key, floor_hour, hour_keys
+from incremental_assets.partitions import HOUR, contiguous_ranges, day_key, floor_hour, hour_keys
 from incremental_assets.planning.late_days import LateDaysPlan
 from incremental_assets.planning.reconcile import split_ranges
 from incremental_assets.planning.run_limits import RunLimits
@@ -68,6 +69,7 @@ class JobRun:
     run_id: str
     success: bool
     failures: tuple[str, ...] = ()  # one line per failed step
+    seconds: float = 0.0
 
 
 @dataclass
@@ -82,6 +84,13 @@ class RunReport:
     def success(self) -> bool:
         return self.refused is None and all(run.success for run in self.runs)
 
+    def summary(self) -> str:
+        """One closing line: the runs, their time, what failed or waits."""
+        failed = sum(not run.success for run in self.runs)
+        line = (f"done: {len(self.runs)} run(s) in {sum(run.seconds for run in self.runs):.0f} s"
+                + (f", {failed} failed" if failed else ""))
+        return line + (f"; waiting: {self.refused}" if self.refused else "")
+
 
 def range_tags(first: str, last: str) -> dict[str, str]:
     """The tags that make a run cover the partitions first..last (one run for the range)."""
@@ -92,12 +101,17 @@ def execute_job(job_name: str, *, instance, tags: dict[str, str] | None = None,
                 partitions: tuple[str, str] | None = None, echo: Echo = print) -> JobRun:
     """Run one job of the code location in this process, over partitions first..last if given."""
     tags = {**(tags or {}), **(range_tags(*partitions) if partitions else {})}
+    started = time.monotonic()
     result = execute_with_origin(job_name, instance, tags=tags,
                                  run_config={"loggers": {"console": {"config": {"log_level": CONSOLE_LOG_LEVEL}}}})
     failures = tuple(step_failure_lines(result.all_events))
+    seconds = time.monotonic() - started
     if not result.success:
         echo(f"  {job_name} failed (run {result.run_id}): {'; '.join(failures) or 'see the run log'}")
-    run = JobRun(job_name, result.run_id, result.success, failures)
+    else:
+        span = f" {partitions[0]} .. {partitions[1]}" if partitions else ""
+        echo(f"  {job_name}{span}: ok in {seconds:.0f} s (run {result.run_id})")
+    run = JobRun(job_name, result.run_id, result.success, failures, seconds)
     del result
     release_jvm_references()
     return run
@@ -244,9 +258,12 @@ def backfill(start: date, end: date, *, instance, echo: Echo = print, now: datet
     tags = {RUN_STATE_TAG: "BACKFILL", RUN_LIMITS_TAG: limits, AS_OF_TAG: now.date().isoformat()}
     echo(limits)
     # Oldest first, at most max_hours_per_run hours a run: a run's memory follows its hours.
-    for chunk_start, chunk_end in split_ranges([(first_hour, end_hour)], settings.max_hours_per_run):
+    chunks = split_ranges([(first_hour, end_hour)], settings.max_hours_per_run)
+    for number, (chunk_start, chunk_end) in enumerate(chunks, 1):
+        first, last = hour_keys(chunk_start, chunk_end)
+        echo(f"run {number}/{len(chunks)}: load hours {first} .. {last} ({(chunk_end - chunk_start) // HOUR} h)")
         if not _record(report, execute_job(HOURLY_JOB, instance=instance, tags=tags, echo=echo,
-                                           partitions=hour_keys(chunk_start, chunk_end))):
+                                           partitions=(first, last))):
             return report
     touched = days_loaded_between(settings, first_hour, end_hour)
     requested = {start + timedelta(days=i) for i in range((end - start).days + 1)}

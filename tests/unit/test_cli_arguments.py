@@ -61,3 +61,13 @@ def test_a_run_without_dagster_home_is_refused_naming_it(tmp_path, monkeypatch, 
 def test_ephemeral_instance_is_taken_only_when_asked():
     assert parse("run", "--until", "now").ephemeral_instance is False
     assert parse("backfill", "--start", "2026-01-05", "--end", "2026-01-06", "--ephemeral-instance").ephemeral_instance
+
+
+def test_a_report_closes_with_one_line_of_runs_time_and_what_waits():
+    from incremental_assets.runner import JobRun, RunReport
+
+    report = RunReport(runs=[JobRun("hourly_job", "r1", True, seconds=12.4),
+                             JobRun("daily_job", "r2", False, ("daily_aggregates: boom",), seconds=3.0)])
+    assert report.summary() == "done: 2 run(s) in 15 s, 1 failed"
+    report.refused = "1 event day(s) fail-locked"
+    assert report.summary().endswith("; waiting: 1 event day(s) fail-locked")
