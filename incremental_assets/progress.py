@@ -20,7 +20,9 @@ from incremental_assets.partitions import (
     floor_hour, hour_key, hour_keys, hourly_partitions, parse_day_key, parse_hour_key,
 )
 from incremental_assets.planning.processing_manifest import ItemStatus, Record, State
-from incremental_assets.planning.reconcile import HoursPlan, ProcessedHour, hours_to_run, failed_hours_run_again
+from incremental_assets.planning.reconcile import (
+    HoursPlan, ProcessedHour, failed_hours_run_again, hours_only_rearranged, hours_to_run,
+)
 from incremental_assets.planning.run_limits import RunLimits, RunState
 from incremental_assets.settings import Settings
 from incremental_assets.sources.load_hours import SourceSnapshot, hours_changed_by_commits, source_snapshot
@@ -113,9 +115,8 @@ def unchanged_by_maintenance(processed: dict[datetime, ProcessedHour], ledger: p
         return processed
     commits = hours_changed_by_commits(snapshot.path, min(candidates.values()), snapshot.version)
     out = dict(processed)
-    for hour, version in candidates.items():
-        if all(hours is not None and hour not in hours for v, hours in commits if v > version):
-            out[hour] = ProcessedHour(source[hour], processed[hour].processed_at)
+    for hour in hours_only_rearranged(candidates, commits):
+        out[hour] = ProcessedHour(source[hour], processed[hour].processed_at)
     return out
 
 

@@ -20,7 +20,7 @@ that old (files trickling into an hour run it once, not once per file).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -39,6 +39,16 @@ class ProcessedHour:
 
     fingerprint: str  # "" when the hour held no data then
     processed_at: datetime
+
+
+def hours_only_rearranged(processed_at_version: Mapping[datetime, int],
+                          commits: Sequence[tuple[int, frozenset[datetime] | None]]) -> set[datetime]:
+    """The hours, of those processed at a source version (`processed_at_version`), that no later
+    data-changing commit touched: each of `commits` is (version, the hours its data-changing
+    actions may touch; None: any hour). Their files changed only by commits that rearrange rows
+    (compaction), so they hold the rows they were processed from."""
+    return {hour for hour, version in processed_at_version.items()
+            if all(hours is not None and hour not in hours for v, hours in commits if v > version)}
 
 
 # The fingerprint of a load hour that must run again, whatever its source holds: it matches none.

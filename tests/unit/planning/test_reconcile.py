@@ -6,7 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from incremental_assets.planning.reconcile import HoursPlan, ProcessedHour, closed_hours, hours_to_run, split_ranges
+from incremental_assets.planning.reconcile import (
+    RUN_AGAIN, HoursPlan, ProcessedHour, closed_hours, failed_hours_run_again, hours_only_rearranged, hours_to_run,
+    split_ranges,
+)
 
 T = datetime(2026, 1, 5, tzinfo=timezone.utc)
 H = timedelta(hours=1)
@@ -184,3 +187,23 @@ def test_running_the_plan_leaves_nothing_due_but_excluded_hours(source, processe
     ran = {int((h - T) / H) for h in before.hours}
     assert differing - excluded <= ran
     assert all(h not in source and h not in excluded for h in ran - differing)  # empty hours run along
+
+
+def test_only_rearranged_hours_are_those_no_later_data_commit_touched():
+    h0, h1, h2 = (datetime(2026, 1, 5, h, tzinfo=timezone.utc) for h in (1, 2, 3))
+    processed_at = {h0: 3, h1: 3, h2: 5}
+    commits = [(4, frozenset()),  # a compaction: touches no hour
+               (5, frozenset({h1})),  # new rows in h1
+               (6, frozenset())]
+    assert hours_only_rearranged(processed_at, commits) == {h0, h2}
+    # A commit that could not be read may have touched any hour after the version it follows.
+    assert hours_only_rearranged(processed_at, [*commits, (7, None)]) == set()
+    assert hours_only_rearranged({h2: 7}, [*commits, (7, None)]) == {h2}
+
+
+def test_failed_hours_run_again_whatever_the_ledger_says():
+    t = datetime(2026, 1, 5, 1, tzinfo=timezone.utc)
+    processed = {t: ProcessedHour("f@r", t), t + H: ProcessedHour("g@r", t)}
+    again = failed_hours_run_again(processed, {t})
+    assert again[t].fingerprint == RUN_AGAIN and again[t + H] == processed[t + H]
+    assert failed_hours_run_again(processed, set()) == processed
