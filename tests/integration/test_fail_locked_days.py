@@ -12,7 +12,6 @@ from incremental_assets.definitions import warehouse
 from incremental_assets.names import RANGE_END_TAG, RANGE_START_TAG
 from incremental_assets.planning.late_days import LateDaysPlan
 from incremental_assets.planning.processing_manifest import State
-from incremental_assets.settings import Settings
 from resources.manifest import ManifestStore, item_id
 
 DAYS = [dt.date(2026, 1, d) for d in (5, 6, 7, 8)]
@@ -24,15 +23,12 @@ def never_finished(_lock):
 
 
 @pytest.fixture
-def settings(tmp_path, monkeypatch):
-    monkeypatch.setenv("INCREMENTAL_WAREHOUSE", str(tmp_path / "warehouse"))
-    monkeypatch.setenv("INCREMENTAL_SOURCE_PATH", str(tmp_path / "source"))
-    monkeypatch.setenv("INCREMENTAL_START_DATE", "2026-01-05")
+def settings(empty_warehouse_settings, monkeypatch):
     for module in (late_days_sensors, runner):
         monkeypatch.setattr(module, "plan_late_days", lambda _settings: LateDaysPlan(days=DAYS, skipped={}))
     monkeypatch.setattr(late_days_sensors, "unaccounted", lambda _settings: {(DAYS[0], DAYS[0]): 1})
     monkeypatch.setattr(late_days_sensors, "work_in_progress", lambda *_: None)
-    settings = Settings.load()
+    settings = empty_warehouse_settings
     manifest = ManifestStore.of(settings)
     manifest.claim([LOCKED], application="daily_aggregates", run_id="r1", run_finished=never_finished)
     manifest.close([LOCKED], run_id="r1", state=State.FAILED, application="daily_aggregates",

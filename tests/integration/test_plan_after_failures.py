@@ -27,11 +27,8 @@ def never_released(_lock):
 
 
 @pytest.fixture
-def settings(tmp_path, monkeypatch):
-    monkeypatch.setenv("INCREMENTAL_WAREHOUSE", str(tmp_path / "warehouse"))
-    monkeypatch.setenv("INCREMENTAL_SOURCE_PATH", str(tmp_path / "source"))
-    monkeypatch.setenv("INCREMENTAL_START_DATE", "2026-01-05")
-    return Settings.load()
+def settings(empty_warehouse_settings):
+    return empty_warehouse_settings
 
 
 def processed_before(settings: Settings, fingerprint: str) -> None:
