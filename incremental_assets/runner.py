@@ -167,13 +167,23 @@ def _record(report: RunReport, run: JobRun) -> bool:
 
 def run_days_and_attributes(days: Iterable[date], *, instance, report: RunReport, tags: dict[str, str],
                             echo: Echo) -> None:
-    for first, last in contiguous_ranges(days):
+    ranges = contiguous_ranges(days)
+    for number, (first, last) in enumerate(ranges, 1):
         echo(f"  daily_aggregates: {first} .. {last}")
-        if not _record(report, execute_job(DAILY_JOB, instance=instance, tags=tags, echo=echo,
+        launch = {RUN_STATE_TAG: tags.get(RUN_STATE_TAG, "LATE_DAYS"),
+                  RUN_LIMITS_TAG: f"incremental-assets: event days {first} .. {last}, run {number} of {len(ranges)}"}
+        if not _record(report, execute_job(DAILY_JOB, instance=instance, tags={**tags, **launch}, echo=echo,
                                            partitions=(day_key(first), day_key(last)))):
             return
     echo("  attributes: recompute")
-    _record(report, execute_job(ATTRIBUTES_JOB, instance=instance, tags=tags, echo=echo))
+    _record(report, execute_job(ATTRIBUTES_JOB, instance=instance, tags=attributes_tags(tags, "after the event days"),
+                                echo=echo))
+
+
+def attributes_tags(tags: dict[str, str], why: str) -> dict[str, str]:
+    """An attributes run's tags: the caller's, with who launched it and why in words."""
+    return {**tags, RUN_STATE_TAG: tags.get(RUN_STATE_TAG, "AFTER_DAILY"), RUN_LIMITS_TAG: f"incremental-assets: "
+            f"attributes {why}, as of {tags.get(AS_OF_TAG, 'today')}"}
 
 
 def run_until(until: datetime, *, instance, echo: Echo = print) -> RunReport:
@@ -236,7 +246,8 @@ def late_days_and_attributes(settings: Settings, *, instance, report: RunReport,
         run_days_and_attributes(sorted(days), instance=instance, report=report, tags=tags, echo=echo)
     elif users_queued(settings):
         echo("  attributes: users queued by an earlier run")
-        _record(report, execute_job(ATTRIBUTES_JOB, instance=instance, tags=tags, echo=echo))
+        _record(report, execute_job(ATTRIBUTES_JOB, instance=instance,
+                                    tags=attributes_tags(tags, "for users queued by an earlier run"), echo=echo))
 
 
 def backfill(start: date, end: date, *, instance, echo: Echo = print, now: datetime | None = None) -> RunReport:

@@ -37,6 +37,8 @@ from incremental_assets.names import (
     PLAN_TAG,
     RANGE_END_TAG,
     RANGE_START_TAG,
+    RUN_LIMITS_TAG,
+    RUN_STATE_TAG,
 )
 from incremental_assets.partitions import contiguous_ranges, day_key
 from incremental_assets.progress import fail_locked_days
@@ -64,8 +66,16 @@ def late_day_requests(warehouse: WarehouseResource, instance) -> list[RunRequest
     plan_id = uuid.uuid4().hex[:12]
     return [RunRequest(job_name=daily_job.name, run_key=f"late days {day_key(first)}...{day_key(last)} plan {plan_id}",
                        tags={RANGE_START_TAG: day_key(first), RANGE_END_TAG: day_key(last),
-                             PLAN_TAG: plan_id, PLAN_RUNS_TAG: str(len(ranges))})
-            for first, last in ranges]
+                             PLAN_TAG: plan_id, PLAN_RUNS_TAG: str(len(ranges)),
+                             **launched_by("LATE_DAYS", f"late_days_sensor: event days {day_key(first)} .. "
+                                                        f"{day_key(last)}, run {number} of {len(ranges)} of plan {plan_id}")})
+            for number, (first, last) in enumerate(ranges, 1)]
+
+
+def launched_by(state: str, limits: str) -> dict[str, str]:
+    """The tags that tell a run's materializations who launched it and over what (else they
+    read "Manual run")."""
+    return {RUN_STATE_TAG: state, RUN_LIMITS_TAG: limits}
 
 
 @sensor(
@@ -85,14 +95,17 @@ def attributes_request(instance, run) -> RunRequest | SkipReason:
     """attributes_job once every daily_job run of the run's late-days plan has succeeded."""
     plan = run.tags.get(PLAN_TAG)
     if plan is None:  # a daily_job run launched by hand
-        return RunRequest(run_key=f"attributes after run {run.run_id}", job_name=attributes_job.name)
+        return RunRequest(run_key=f"attributes after run {run.run_id}", job_name=attributes_job.name,
+                          tags=launched_by("AFTER_DAILY", f"attributes_sensor: after daily_job run {run.run_id}"))
     expected = int(run.tags.get(PLAN_RUNS_TAG, "1"))
     runs = instance.get_runs(filters=RunsFilter(job_name=daily_job.name, tags={PLAN_TAG: plan}))
     succeeded = sum(1 for r in runs if r.status is DagsterRunStatus.SUCCESS)
     if succeeded < expected:
         return SkipReason(f"{succeeded} of {expected} daily runs of plan {plan} succeeded; "
                           "attributes wait for all of them")
-    return RunRequest(run_key=f"attributes after plan {plan}", job_name=attributes_job.name, tags={PLAN_TAG: plan})
+    return RunRequest(run_key=f"attributes after plan {plan}", job_name=attributes_job.name,
+                      tags={PLAN_TAG: plan, **launched_by("AFTER_DAILY", f"attributes_sensor: after the {expected} "
+                                                                         f"daily_job run(s) of plan {plan}")})
 
 
 @run_status_sensor(
@@ -113,7 +126,8 @@ def new_day_request(warehouse: WarehouseResource, day: str) -> RunRequest | Skip
     if not DeltaTable.is_deltatable(warehouse.settings.table_path(DAILY_AGGREGATES)):
         return SkipReason("no event day aggregated yet (daily_aggregates does not exist): "
                           "attributes have nothing to be computed from")
-    return RunRequest(run_key=f"attributes as of {day}")
+    return RunRequest(run_key=f"attributes as of {day}",
+                      tags=launched_by("NEW_DAY", f"attributes_schedule: as of the new day {day}"))
 
 
 @schedule(

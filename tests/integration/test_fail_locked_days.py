@@ -9,7 +9,7 @@ from dagster import build_sensor_context, instance_for_test
 from incremental_assets import runner
 from incremental_assets.automation import late_days_sensors
 from incremental_assets.definitions import warehouse
-from incremental_assets.names import RANGE_END_TAG, RANGE_START_TAG
+from incremental_assets.names import RANGE_END_TAG, RANGE_START_TAG, RUN_LIMITS_TAG, RUN_STATE_TAG
 from incremental_assets.planning.late_days import LateDaysPlan
 from incremental_assets.planning.processing_manifest import State
 from resources.manifest import ManifestStore, item_id
@@ -46,6 +46,9 @@ def test_the_sensor_rebuilds_the_other_days_around_a_fail_locked_one(settings):
         requests = late_days_tick(instance).run_requests
     assert [(r.tags[RANGE_START_TAG], r.tags[RANGE_END_TAG]) for r in requests] == \
         [("2026-01-05", "2026-01-06"), ("2026-01-08", "2026-01-08")]
+    # Their materializations say who launched them (not "Manual run").
+    assert [r.tags[RUN_STATE_TAG] for r in requests] == ["LATE_DAYS", "LATE_DAYS"]
+    assert requests[1].tags[RUN_LIMITS_TAG].startswith("late_days_sensor: event days 2026-01-08 .. 2026-01-08, run 2 of 2")
 
 
 def test_the_sensor_skips_naming_the_item_when_only_locked_days_are_due(settings, monkeypatch):
@@ -72,3 +75,4 @@ def test_with_auto_resolve_no_day_waits(settings, monkeypatch):
     with instance_for_test() as instance:
         requests = late_days_tick(instance).run_requests
     assert [(r.tags[RANGE_START_TAG], r.tags[RANGE_END_TAG]) for r in requests] == [("2026-01-05", "2026-01-08")]
+
