@@ -99,8 +99,10 @@ def hourly_assets(context: AssetExecutionContext, warehouse: WarehouseResource):
         state = run_state_metadata(context, warehouse.settings)
         settings = settings_metadata(warehouse.settings)
         on_last_partition(context, {**settings, **schema_metadata(results.kept)}, BASE_EVENTS)
-        on_last_partition(context, settings, LIFECYCLE)
-        on_last_partition(context, {**settings, **preview_metadata(results.quarantined)}, QUARANTINED)
+        # The step's own figures (sessions changed, copies dominated) are the run's, not an hour's.
+        on_last_partition(context, {**settings, **results.facts, **schema_metadata(results.lifecycle)}, LIFECYCLE)
+        on_last_partition(context, {**settings, **preview_metadata(results.quarantined),
+                                    **schema_metadata(results.quarantined)}, QUARANTINED)
         on_last_partition(context, {**settings, **schema_metadata(results.filtered)}, FILTERED_EVENTS)
         payload = {"load_window_start": window.start.isoformat(), "load_window_end": window.end.isoformat(),
                    "limits": context.run.tags.get(RUN_LIMITS_TAG, "manual run")}
@@ -111,7 +113,7 @@ def hourly_assets(context: AssetExecutionContext, warehouse: WarehouseResource):
         ], metadata=state), output_name=BASE_EVENTS)
         queue = [TableWrite(SESSIONS_TO_REFILTER, results.to_refilter, "append")] if results.changed.values else []
         yield Output(TableOutput(results.lifecycle, claim, completes=False, keys=results.touched, before=queue,
-                                 metadata={**state, **results.facts}), output_name=LIFECYCLE)
+                                 metadata=state), output_name=LIFECYCLE)
         yield Output(TableOutput(results.quarantined, claim, completes=False, keys=results.touched,
                                  metadata=state),
                      output_name=QUARANTINED)
