@@ -20,7 +20,7 @@ STATE_TABLE_DESCRIPTIONS = {
     REJECTED_EVENTS: "Source rows base_events left out, each with its reject_reason and load hour.",
     DAILY_MANIFEST: "Per (event day, load day): filtered rows aggregated into daily_aggregates and rows "
                     "pending (late rows held back below min_rows_to_process).",
-    PROCESSING_MANIFEST: "Every claim and result of every step, by item (<asset>/<partition key>): what was "
+    PROCESSING_MANIFEST: "Every claim and result of every step, by item (e.g. `base_events/2026-01-05-03:00`): what was "
                          "processed, between which limits, by which run. Observations preview the locked and "
                          "failed items (`incremental-assets manifest resolve ITEM` releases one).",
 }

@@ -47,3 +47,16 @@ def test_daily_aggregates_reads_the_filtered_hours_of_its_day_and_reprocess_days
         hourly_partitions).partitions_subset.get_partition_keys()
     days = LOAD_SETTINGS.reprocess_days + 1
     assert len(upstream) == 24 * days and min(upstream) == "2026-01-05-00:00"
+
+
+def test_descriptions_render_as_written_in_the_ui():
+    # The UI renders descriptions as Markdown: "<asset>/<partition key>" came out as "(/)".
+    import re
+
+    from incremental_assets.definitions import defs
+
+    graph = defs.resolve_asset_graph()
+    for key in graph.get_all_asset_keys():
+        text = graph.get(key).description or ""
+        outside_code = re.sub(r"`[^`]*`", "", text)
+        assert not re.search(r"<[A-Za-z][^>]*>", outside_code), (key, text)
