@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from typing import Callable
@@ -53,7 +52,7 @@ def aggregate_days(warehouse: WarehouseResource, first_day: date, end_day: date,
         if tables.exists(DAILY_AGGREGATES):
             users = users.unionByName(tables.read_range(DAILY_AGGREGATES, "event_date", first_day, end_day,
                                                         columns=["domain_userid"]))
-        return queued(users.distinct())
+        return queued(users.distinct(), run_id)
 
     return DailyResults(daily=daily, ledger=ledger, users_to_refresh=users_to_refresh)
 
@@ -110,9 +109,11 @@ def figures_by_day(warehouse: WarehouseResource, results: DailyResults, first_da
     return figures
 
 
-def queued(users: DataFrame) -> DataFrame:
-    """Queue rows for these users: one append id, so that attributes deletes exactly what it consumed."""
-    return users.select("domain_userid", F.lit(uuid.uuid4().hex).alias("append_id"),
+def queued(users: DataFrame, run_id: str) -> DataFrame:
+    """Queue rows for these users. Their append id is the daily run's id: attributes delete
+    exactly what they consumed, and leave the rows of a daily run still in progress (its
+    daily_aggregates commit comes after them)."""
+    return users.select("domain_userid", F.lit(run_id).alias("append_id"),
                         F.lit(datetime.now(timezone.utc)).alias("queued_at"))
 
 
@@ -137,11 +138,19 @@ def last_event_day(warehouse: WarehouseResource) -> date | None:
     return max((day for (day, _), rows in aggregated.items() if rows), default=None)
 
 
-def attributes_update(warehouse: WarehouseResource, as_of: date, run_type: str) -> AttributesUpdate:
+def attributes_update(warehouse: WarehouseResource, as_of: date, run_type: str,
+                      in_progress: Callable[[str], bool] = lambda _append_id: False) -> AttributesUpdate:
+    """`in_progress(append_id)`: whether the daily run that queued those rows may still commit
+    (its rows are left queued: the daily rows they announce are not readable yet)."""
     tables = warehouse.tables
-    daily = tables.read(DAILY_AGGREGATES)
     queue = tables.read(USERS_TO_REFRESH) if tables.exists(USERS_TO_REFRESH) else None
-    consumed = tuple(sorted(r.append_id for r in queue.select("append_id").distinct().collect())) if queue else ()
+    appended = sorted(r.append_id for r in queue.select("append_id").distinct().collect()) if queue else []
+    waiting = [append_id for append_id in appended if in_progress(append_id)]
+    consumed = tuple(append_id for append_id in appended if append_id not in waiting)
+    if queue is not None and waiting:
+        queue = queue.where(~F.col("append_id").isin(waiting))
+    # Read after the queue was judged: the daily runs whose rows are consumed have committed.
+    daily = tables.read(DAILY_AGGREGATES)
     stored_as_of = _stored_as_of(warehouse) if tables.exists(ATTRIBUTES) else None
     if run_type == "full" or stored_as_of is None or stored_as_of != as_of:
         reason = ("run_type=full" if run_type == "full" else "no table yet" if stored_as_of is None

@@ -115,9 +115,17 @@ def attributes(context: AssetExecutionContext, warehouse: WarehouseResource) -> 
         raise RetryRequested(max_retries=LOCK_WAIT_RETRIES, seconds_to_wait=LOCK_WAIT_SECONDS) from exc
 
 
+def _in_progress(instance, run_id: str) -> bool:
+    """Whether the run that queued users (a daily run) may still commit; an id the instance does
+    not know (another instance's run, an old queue row) counts as finished."""
+    run = instance.get_run_by_id(run_id)
+    return run is not None and not run.is_finished
+
+
 def _attributes_output(context: AssetExecutionContext, warehouse: WarehouseResource, claim) -> TableOutput:
     as_of = attributes_as_of(context, warehouse)
-    update = attributes_update(warehouse, as_of, warehouse.settings.run_type)
+    update = attributes_update(warehouse, as_of, warehouse.settings.run_type,
+                               in_progress=lambda run_id: _in_progress(context.instance, run_id))
     after = [TableWrite(USERS_TO_REFRESH, None, "delete", key="append_id", keys=update.consumed)] \
         if update.consumed else []
     last_day = last_event_day(warehouse)

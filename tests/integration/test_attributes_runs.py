@@ -122,3 +122,28 @@ def test_a_second_attributes_run_waits_for_the_run_that_holds_the_item(instance,
     state = manifest.states([ATTRIBUTES_ITEM])[ATTRIBUTES_ITEM]
     assert state.status is ItemStatus.READY
     assert (state.last.state, state.last.run_id) == (State.PROCESSED, result.run_id)
+
+
+def test_attributes_leave_the_users_queued_by_a_daily_run_still_in_progress(instance, spark):
+    # Issue 41, item 11: a daily run queues its users before it commits daily_aggregates; an
+    # attributes run meanwhile would compute them from the old daily rows and consume the queue
+    # rows, and the users would keep stale attributes. Rows of a finished run are consumed.
+    from incremental_assets.names import USERS_TO_REFRESH
+    from incremental_assets.sources.generator import generate_events_df
+    from incremental_assets.sources.writer import write_source_table
+    from tests.delta_reads import read_pandas
+
+    events = generate_events_df(spark, events=200, days=1, start=DAY, seed=12)
+    write_source_table(events, os.environ["INCREMENTAL_SOURCE_PATH"], mode="overwrite")
+    assert run_until(datetime(2026, 1, 6, 6, tzinfo=timezone.utc), instance=instance, echo=print).success
+    instance.add_run(DagsterRun(job_name="daily_job", run_id="daily-in-progress", status=DagsterRunStatus.STARTED))
+    instance.add_run(DagsterRun(job_name="daily_job", run_id="daily-done", status=DagsterRunStatus.SUCCESS))
+    queue_path = Settings.load().table_path(USERS_TO_REFRESH)
+    now = datetime(2026, 1, 6, 6, tzinfo=timezone.utc)
+    write_deltalake(queue_path, pa.table({
+        "domain_userid": ["u-waiting", "u-done"], "append_id": ["daily-in-progress", "daily-done"],
+        "queued_at": pa.array([now, now], pa.timestamp("us", "UTC"))}), mode="append")
+
+    result = execute("attributes_job", instance)
+    assert result.success, step_failure_lines(result.all_events)
+    assert read_pandas(queue_path, ["append_id"]).append_id.tolist() == ["daily-in-progress"]
