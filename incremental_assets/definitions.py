@@ -4,16 +4,7 @@ The composition root: nothing in the product imports it except `runner`, which e
 jobs in a process of its own (the CLI, the demo, the benchmark, tests).
 """
 
-from datetime import timedelta
-
-from dagster import (
-    Definitions,
-    FreshnessPolicy,
-    apply_freshness_policy,
-    in_process_executor,
-    map_asset_specs,
-    with_source_code_references,
-)
+from dagster import Definitions, in_process_executor, with_source_code_references
 
 from incremental_assets.assets.daily import attributes, daily_aggregates
 from incremental_assets.assets.external import EXTERNAL_ASSETS
@@ -31,15 +22,10 @@ from resources.warehouse import WarehouseResource
 spark = SparkResource(spark_config={})
 warehouse = WarehouseResource(pyspark=spark)
 
-# With the sensor on, each closed load hour with data is processed within minutes; no new
-# materialization for hours means no new source data or a stuck pipeline (the daemon
-# evaluates this; the UI shows it on each hourly asset).
-HOURLY_FRESHNESS = FreshnessPolicy.time_window(fail_window=timedelta(hours=6), warn_window=timedelta(hours=2))
-
 defs = Definitions(
     # Code references: the UI links each asset to the file and line of its definition.
     assets=with_source_code_references([
-        *map_asset_specs(lambda spec: apply_freshness_policy(spec, HOURLY_FRESHNESS), HOURLY_ASSET_DEFS),
+        *HOURLY_ASSET_DEFS,
         daily_aggregates, attributes, *EXTERNAL_ASSETS]),
     asset_checks=CHECKS,
     jobs=[*ASSET_JOBS, manifest_admin_job, maintenance_job],

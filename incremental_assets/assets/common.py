@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
-from dagster import MetadataValue, TableColumn, TableRecord, TableSchema
+from dagster import FreshnessPolicy, MetadataValue, TableColumn, TableRecord, TableSchema
 
 from incremental_assets.names import RUN_LIMITS_TAG, RUN_STATE_TAG
 from incremental_assets.settings import Settings
@@ -17,6 +18,14 @@ def require_table(warehouse: WarehouseResource, table: str, step: str, remedy: s
     if not warehouse.tables.exists(table):
         raise FileNotFoundError(f"{step}: input table {table!r} does not exist yet in "
                                 f"{warehouse.settings.warehouse_root}: {remedy}")
+
+
+# How long an asset may go without a materialization before the UI warns, then fails it (the
+# daemon evaluates it): a stalled pipeline, or a source with no new rows, turns red. With the
+# sensor on, each closed load hour with data is processed within minutes; event days are rebuilt
+# as new rows land, and attributes at least once a day (attributes_schedule).
+HOURLY_FRESHNESS = FreshnessPolicy.time_window(fail_window=timedelta(hours=6), warn_window=timedelta(hours=2))
+DAILY_FRESHNESS = FreshnessPolicy.time_window(fail_window=timedelta(hours=30), warn_window=timedelta(hours=26))
 
 
 def run_state_metadata(context, settings: Settings) -> dict[str, Any]:

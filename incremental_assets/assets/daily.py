@@ -9,6 +9,7 @@ from datetime import date, datetime, timezone
 from dagster import AssetDep, AssetExecutionContext, AssetKey, MetadataValue, RetryRequested, asset
 
 from incremental_assets.assets.common import (
+    DAILY_FRESHNESS,
     on_last_partition,
     require_table,
     run_state_metadata,
@@ -48,6 +49,7 @@ LOCK_WAIT_RETRIES = 20
     io_manager_key="manifest_io",
     group_name="event_days",
     kinds={"spark", "delta"},
+    freshness_policy=DAILY_FRESHNESS,
     deps=[AssetDep(AssetKey(FILTERED_EVENTS),
                    partition_mapping=filtered_hours_of_day(LOAD_SETTINGS.reprocess_days))],
     description="One row per (event_date, domain_userid), rebuilt from every filtered event of "
@@ -100,6 +102,7 @@ def attributes_as_of(context: AssetExecutionContext, warehouse: WarehouseResourc
     io_manager_key="manifest_io",
     group_name="event_days",
     kinds={"spark", "delta"},
+    freshness_policy=DAILY_FRESHNESS,
     deps=[daily_aggregates],
     description="One row per user: lifetime and last-N-days metrics as of attributes_as_of, from "
                 "daily_aggregates (only users whose daily rows changed are recomputed, unless the day moved).",

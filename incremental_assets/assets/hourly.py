@@ -13,6 +13,7 @@ from datetime import datetime
 from dagster import AssetExecutionContext, AssetKey, AssetOut, MetadataValue, Output, multi_asset
 
 from incremental_assets.assets.common import (
+    HOURLY_FRESHNESS,
     on_last_partition,
     preview_metadata,
     run_state_metadata,
@@ -53,7 +54,7 @@ GROUP = "load_hours"
 
 def _out(description: str, **metadata) -> AssetOut:
     return AssetOut(io_manager_key="manifest_io", group_name=GROUP, kinds={"spark", "delta"},
-                    description=description, metadata=metadata)
+                    description=description, metadata=metadata, freshness_policy=HOURLY_FRESHNESS)
 
 
 @multi_asset(

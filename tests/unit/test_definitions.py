@@ -60,3 +60,14 @@ def test_descriptions_render_as_written_in_the_ui():
         text = graph.get(key).description or ""
         outside_code = re.sub(r"`[^`]*`", "", text)
         assert not re.search(r"<[A-Za-z][^>]*>", outside_code), (key, text)
+
+
+def test_every_asset_has_a_freshness_policy_so_a_stall_turns_red():
+    from incremental_assets.assets.common import DAILY_FRESHNESS, HOURLY_FRESHNESS
+    from incremental_assets.definitions import defs
+
+    graph = defs.resolve_asset_graph()
+    policies = {key.path[-1]: graph.get(key).freshness_policy for key in graph.materializable_asset_keys}
+    assert policies == {"base_events": HOURLY_FRESHNESS, "sessions_lifecycle_manifest": HOURLY_FRESHNESS,
+                        "quarantined_sessions": HOURLY_FRESHNESS, "filtered_events": HOURLY_FRESHNESS,
+                        "daily_aggregates": DAILY_FRESHNESS, "attributes": DAILY_FRESHNESS}
