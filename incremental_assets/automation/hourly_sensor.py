@@ -88,7 +88,7 @@ def hourly_run_request(warehouse: WarehouseResource, *, now: datetime, instance)
     if not plan.ranges:
         why = "nothing to run" if plan.blocked or plan.hours.waiting else "no new data in a closed load hour"
         return SensorResult(skip_reason=SkipReason(f"{why}: {plan.describe()}"))
-    start, end = plan.ranges[0]
+    start, end = plan.hours.next_range()
     first, last = hour_keys(start, end)
     # The range, the data it holds and the manifest: the same request twice is dropped.
     fingerprints = "".join(snapshot.fingerprints.get(hour, "") for hour in hours_between(start, end))

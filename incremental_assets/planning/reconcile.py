@@ -76,6 +76,16 @@ class HoursPlan:
     waiting: list[datetime] = field(default_factory=list)  # due later (grace or abstinent period)
     deferred: list[datetime] = field(default_factory=list)  # due, past backfill_limit_days: next run
     last_success: datetime | None = None  # end of the contiguous processed prefix
+    present: list[datetime] = field(default_factory=list)  # new hours after every processed one
+
+    def next_range(self) -> tuple[datetime, datetime] | None:
+        """The range one run should take first: the present's, so that new hours keep their
+        cadence while history is re-run (a rules change, a backfill); else the oldest."""
+        present = set(self.present)
+        for start, end in self.ranges:
+            if present.intersection(_hours(start, end)):
+                return start, end
+        return self.ranges[0] if self.ranges else None
 
     @property
     def hours(self) -> list[datetime]:
@@ -172,10 +182,14 @@ def hours_to_run(source: Mapping[datetime, str], processed: Mapping[datetime, Pr
     # The backfill window counts from the oldest hour that is really due: look-back hours
     # (always "due", always before it) must never hold the due hours back, or every run would
     # re-run the look-back alone and defer the rest forever.
-    deferred = [h for h in due if h >= due[0] + limit] if due else []
+    # New hours after every processed one (the present) are never deferred: a re-run of history
+    # runs backfill_limit_days at a time beside them, not in front of them.
+    last_processed = max(processed, default=None)
+    present = [h for h in new if last_processed is not None and h > last_processed]
+    deferred = [h for h in due if h >= due[0] + limit and h not in present] if due else []
     run = sorted(relook + [h for h in due if h not in deferred])
     ranges = _ranges(run, empty)
     if max_hours_per_run is not None:
         ranges = split_ranges(ranges, max_hours_per_run)
     return HoursPlan(ranges=ranges, new=new, changed=changed, removed=removed, lookback=relook,
-                     waiting=waiting, deferred=deferred, last_success=last_success)
+                     waiting=waiting, deferred=deferred, last_success=last_success, present=present)

@@ -207,3 +207,23 @@ def test_failed_hours_run_again_whatever_the_ledger_says():
     again = failed_hours_run_again(processed, {t})
     assert again[t].fingerprint == RUN_AGAIN and again[t + H] == processed[t + H]
     assert failed_hours_run_again(processed, set()) == processed
+
+
+def test_a_rerun_of_history_never_holds_the_present_back():
+    # A rules change makes two processed days due again; three new hours land meanwhile. With a
+    # one-day backfill window the history runs a day at a time, and the new hours run now
+    # (the sensor takes their range first), not after the history.
+    source = {h: "x" for h in range(51)}
+    processed = {h: done("old-rules") for h in range(48)}
+    result = plan(source, processed, now=52, limit=1)
+    assert result.present == [at(48), at(49), at(50)]
+    assert result.ranges == [(at(0), at(24)), (at(48), at(51))]
+    assert result.deferred == [at(h) for h in range(24, 48)]
+    assert result.next_range() == (at(48), at(51))
+
+
+def test_without_a_present_the_oldest_range_runs_first():
+    source = {h: "x" for h in range(30)}
+    first_run = plan(source, now=31, limit=1)  # nothing processed yet: all of it is history
+    assert first_run.present == [] and first_run.next_range() == (at(0), at(24))
+    assert plan({}, now=5).next_range() is None
