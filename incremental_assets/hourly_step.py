@@ -269,10 +269,11 @@ def filtered_counts(warehouse: WarehouseResource, results: HourlyResults) -> Dat
     """Filtered rows per (load hour, event day) of results.counts_range, from the rows in hand
     when only the window changed, else read back from filtered_events once it is written."""
     if results.counts_from_window_rows:
-        return rows_by_load_hour_and_day(results.filtered)
+        return rows_by_load_hour_and_day(results.filtered, digest=True)
     start, end = results.counts_range
     return rows_by_load_hour_and_day(warehouse.tables.read_range(FILTERED_EVENTS, "load_tstamp", start, end,
-                                                                 columns=["load_tstamp", *DAILY_INPUT_COLUMNS]))
+                                                                 columns=["load_tstamp", *DAILY_INPUT_COLUMNS]),
+                                     digest=True)
 
 
 def hours_to_run_again(warehouse: WarehouseResource, results: HourlyResults, run_id: str) -> DataFrame:

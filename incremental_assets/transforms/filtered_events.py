@@ -36,10 +36,12 @@ def filtered_events(base: DataFrame, lifecycle: DataFrame, *, event_names: tuple
     return rows.where(within_limit).withColumn("event_date", F.to_date("derived_tstamp"))
 
 
-def rows_by_load_hour_and_day(filtered: DataFrame) -> DataFrame:
-    """Filtered row counts and content digests by (load hour, event_date): the input of
-    planning.late_days. `filtered` needs load_tstamp and DAILY_INPUT_COLUMNS."""
+def rows_by_load_hour_and_day(filtered: DataFrame, *, digest: bool = False) -> DataFrame:
+    """Filtered row counts by (load hour, event_date), with their content digest when asked
+    (filtered_events_counts, the input of planning.late_days: `filtered` then needs
+    DAILY_INPUT_COLUMNS besides load_tstamp)."""
+    counts = [F.count(F.lit(1)).alias("rows"), *([content_digest()] if digest else [])]
     return filtered.groupBy(
         F.date_trunc("hour", "load_tstamp").alias("load_hour_tstamp"), "event_date",
         F.to_date("load_tstamp").alias("load_date"),
-    ).agg(F.count(F.lit(1)).alias("rows"), content_digest())
+    ).agg(*counts)
