@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
-
 BENCH_DIR = Path(__file__).resolve().parent
 START = date(2026, 1, 5)
 SEED = 42

@@ -42,6 +42,7 @@ from dagster import (
     asset_check,
     multi_asset_check,
 )
+
 # Not exported by dagster 1.13; the field AssetCheckEvaluation takes it in.
 from dagster._core.definitions.asset_checks.asset_check_evaluation import (
     AssetCheckEvaluationTargetMaterializationData as CheckedMaterialization,

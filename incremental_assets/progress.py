@@ -17,11 +17,20 @@ import pyarrow as pa
 
 from incremental_assets.names import DAILY_AGGREGATES, HOURLY_ASSETS, PROCESSED_HOURS
 from incremental_assets.partitions import (
-    floor_hour, hour_key, hour_keys, hourly_partitions, parse_day_key, parse_hour_key,
+    floor_hour,
+    hour_key,
+    hour_keys,
+    hourly_partitions,
+    parse_day_key,
+    parse_hour_key,
 )
 from incremental_assets.planning.processing_manifest import ItemStatus, Record, State
 from incremental_assets.planning.reconcile import (
-    HoursPlan, ProcessedHour, failed_hours_run_again, hours_only_rearranged, hours_to_run,
+    HoursPlan,
+    ProcessedHour,
+    failed_hours_run_again,
+    hours_only_rearranged,
+    hours_to_run,
 )
 from incremental_assets.planning.run_limits import RunLimits, RunState
 from incremental_assets.settings import Settings

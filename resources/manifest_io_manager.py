@@ -37,11 +37,17 @@ from deltalake.exceptions import CommitFailedError
 
 from incremental_assets.names import PROCESSING_MANIFEST, RETRY_OF_TAGS, STATE_TABLES
 from incremental_assets.planning.processing_manifest import PROBLEM_STATUSES, ItemStatus, State
-from resources.manifest import ItemLockedError, ManifestStore, abandoned_lock_check, claiming_process, item_id, split_item_id
+from resources.manifest import (
+    ItemLockedError,
+    ManifestStore,
+    abandoned_lock_check,
+    claiming_process,
+    item_id,
+    split_item_id,
+)
 from resources.materialized import release, rows_were_lost
 from resources.tables import RowRange, WriteResult
 from resources.warehouse import WarehouseResource
-
 
 TRANSIENT_RETRIES = 2
 # A step whose turn another run holds tries again every 30 s, for up to 10 minutes; nothing is

@@ -13,8 +13,8 @@ from deltalake import DeltaTable
 from pyspark.sql import functions as F
 from pyspark.sql.types import TimestampType
 
-from incremental_assets.sources.schema import PARTITION_COLUMN, load_time
 from incremental_assets.runner import run_until
+from incremental_assets.sources.schema import PARTITION_COLUMN, load_time
 from incremental_assets.sources.writer import write_source_table
 from tests.delta_reads import read_table
 

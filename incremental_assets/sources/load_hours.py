@@ -19,8 +19,8 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
 from urllib.parse import unquote
 
 import numpy as np

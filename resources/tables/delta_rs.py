@@ -11,9 +11,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake import Schema as DeltaSchema
-from deltalake.transaction import create_table_with_add_actions
 from deltalake.exceptions import CommitFailedError, DeltaError
-from pyspark.sql import functions as F
+from deltalake.transaction import create_table_with_add_actions
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from resources.tables.delta_log import (
@@ -27,6 +26,15 @@ from resources.tables.delta_log import (
     spark_parses_partition_dirs,
     spark_schema,
     without_view_types,
+)
+from resources.tables.direct_write import (
+    REPLACE_APP_ID,
+    SparkFiles,
+    StagedFiles,
+    commit_replace,
+    remove_actions,
+    table_stats_columns,
+    writes_directly,
 )
 from resources.tables.interface import (
     APPEND_TOKEN_TXN_VERSION,
@@ -42,11 +50,11 @@ from resources.tables.interface import (
 )
 from resources.tables.ranges import (
     DELTA_RS_IN_LIST_LIMIT,
-    fits_delta_rs_predicate,
     check_arrow_rows_in_ranges,
     delta_rs_in_predicate,
     delta_rs_range_predicate,
     delta_rs_rows_predicate,
+    fits_delta_rs_predicate,
     normalise_range,
     resolve_rows,
     spark_range_condition,
@@ -54,16 +62,8 @@ from resources.tables.ranges import (
     spark_type_name,
 )
 from resources.tables.scans import record_scan
-from resources.tables.direct_write import (
-    REPLACE_APP_ID,
-    SparkFiles,
-    StagedFiles,
-    commit_replace,
-    remove_actions,
-    table_stats_columns,
-    writes_directly,
-)
-from resources.tables.staging import StagedRows, delta_field, stats_columns as stats_columns_of, stats_configuration
+from resources.tables.staging import StagedRows, delta_field, stats_configuration
+from resources.tables.staging import stats_columns as stats_columns_of
 
 
 def _check_unique_non_null_keys(data: pa.Table, keys: Sequence[str], what: str) -> None:

@@ -37,8 +37,6 @@ from resources.tables.ranges import (
     spark_type_name,
 )
 
-
-
 # Whether a class loads, per driver JVM (SparkContext): every table store asks, and the
 # answer, a handful of Py4J round trips, cannot change while that JVM lives.
 _LOADABLE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

@@ -18,7 +18,8 @@ from collections import Counter
 from decimal import Decimal
 
 import pytest
-from hypothesis import HealthCheck, given, settings as hypothesis_settings
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
 
 from tests.delta_reads import read_table
 from tests.differential import hostile, reference

@@ -28,7 +28,12 @@ from deltalake import DeltaTable
 from tests.differential import hostile, reference
 from tests.differential.hostile import at
 from tests.differential.test_differential import (
-    AS_OF, assert_same_tables, pipeline_tables, quiet, reference_settings, use,
+    AS_OF,
+    assert_same_tables,
+    pipeline_tables,
+    quiet,
+    reference_settings,
+    use,
 )
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

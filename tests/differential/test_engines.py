@@ -16,7 +16,13 @@ import pytest
 from tests.differential import hostile, reference
 from tests.differential.hostile import at
 from tests.differential.test_differential import (
-    AS_OF, Source, assert_same_tables, pipeline_tables, quiet, reference_settings, use,
+    AS_OF,
+    Source,
+    assert_same_tables,
+    pipeline_tables,
+    quiet,
+    reference_settings,
+    use,
 )
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

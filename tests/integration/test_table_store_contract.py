@@ -750,7 +750,8 @@ def test_delta_rs_refuses_to_commit_staged_files_missing_rows_spark_wrote(rs_sto
     """A cluster without a shared disk: executors' files never reach the driver. Simulated by
     a staged file vanishing after Spark wrote it: the write counted its rows (an Observation)
     and the footers hold fewer, so nothing is committed and the old rows stay."""
-    from resources.tables import direct_write, staging as staging_module
+    from resources.tables import direct_write
+    from resources.tables import staging as staging_module
     from resources.tables.staging import StagingIncomplete
 
     rows = [(utc(5, h), h) for h in range(6)]

@@ -7,7 +7,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from incremental_assets.planning.reconcile import (
-    RUN_AGAIN, HoursPlan, ProcessedHour, closed_hours, failed_hours_run_again, hours_only_rearranged, hours_to_run,
+    RUN_AGAIN,
+    HoursPlan,
+    ProcessedHour,
+    closed_hours,
+    failed_hours_run_again,
+    hours_only_rearranged,
+    hours_to_run,
     split_ranges,
 )
 
