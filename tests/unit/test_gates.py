@@ -1,0 +1,23 @@
+"""The gates `make test` holds the code to: ruff's checks and the layer contracts of
+pyproject.toml (docs/ARCHITECTURE.md, "Layers"). Each runs the tool as a user would."""
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+
+def run(*command: str) -> subprocess.CompletedProcess:
+    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
+
+
+def test_ruff_finds_nothing():
+    done = run(str(BIN / "ruff"), "check", "incremental_assets", "resources", "tests", "bench", "deploy")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_layer_contracts_are_kept():
+    done = run(str(BIN / "lint-imports"))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr
+    assert "3 kept, 0 broken" in done.stdout
