@@ -32,7 +32,8 @@ from incremental_assets.names import (
     USERS_TO_REFRESH,
 )
 from incremental_assets.partitions import LOAD_SETTINGS, daily_partitions, day_key, filtered_hours_of_day, single_run
-from resources.manifest import ItemLockedError
+from incremental_assets.planning.processing_manifest import ItemStatus
+from resources.manifest import ItemLockedError, abandoned_lock_check, split_item_id
 from resources.manifest_io_manager import TableOutput, TableWrite, claimed
 from resources.warehouse import WarehouseResource
 
@@ -118,17 +119,20 @@ def attributes(context: AssetExecutionContext, warehouse: WarehouseResource) -> 
         raise RetryRequested(max_retries=LOCK_WAIT_RETRIES, seconds_to_wait=LOCK_WAIT_SECONDS) from exc
 
 
-def _in_progress(instance, run_id: str) -> bool:
-    """Whether the run that queued users (a daily run) may still commit; an id the instance does
-    not know (another instance's run, an old queue row) counts as finished."""
-    run = instance.get_run_by_id(run_id)
-    return run is not None and not run.is_finished
+def _daily_runs_in_progress(context: AssetExecutionContext, warehouse: WarehouseResource) -> set[str]:
+    """The daily runs that may still commit: those holding a daily_aggregates item the manifest's
+    lock rules do not count as abandoned (a run whose process died, or that Dagster reports
+    finished, holds nothing: its queue rows are consumed)."""
+    abandoned = abandoned_lock_check(context.instance, warehouse.settings.max_lock_age_hours)
+    return {state.open_lock.run_id for item, state in warehouse.manifest.unsettled_states().items()
+            if state.status is ItemStatus.LOCKED and split_item_id(item)[0] == DAILY_AGGREGATES
+            and abandoned(state.open_lock) is None}
 
 
 def _attributes_output(context: AssetExecutionContext, warehouse: WarehouseResource, claim) -> TableOutput:
     as_of = attributes_as_of(context, warehouse)
-    update = attributes_update(warehouse, as_of, warehouse.settings.run_type,
-                               in_progress=lambda run_id: _in_progress(context.instance, run_id))
+    running = _daily_runs_in_progress(context, warehouse)
+    update = attributes_update(warehouse, as_of, warehouse.settings.run_type, in_progress=running.__contains__)
     after = [TableWrite(USERS_TO_REFRESH, None, "delete", key="append_id", keys=update.consumed)] \
         if update.consumed else []
     last_day = last_event_day(warehouse)

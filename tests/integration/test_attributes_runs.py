@@ -136,8 +136,12 @@ def test_attributes_leave_the_users_queued_by_a_daily_run_still_in_progress(inst
     events = generate_events_df(spark, events=200, days=1, start=DAY, seed=12)
     write_source_table(events, os.environ["INCREMENTAL_SOURCE_PATH"], mode="overwrite")
     assert run_until(datetime(2026, 1, 6, 6, tzinfo=timezone.utc), instance=instance, echo=print).success
+    # A daily run in progress holds its day (its process, this one, is alive); another is done.
     instance.add_run(DagsterRun(job_name="daily_job", run_id="daily-in-progress", status=DagsterRunStatus.STARTED))
     instance.add_run(DagsterRun(job_name="daily_job", run_id="daily-done", status=DagsterRunStatus.SUCCESS))
+    ManifestStore.of(Settings.load()).claim(
+        [item_id(DAILY_AGGREGATES, DAY.isoformat())], application=DAILY_AGGREGATES, run_id="daily-in-progress",
+        run_finished=lambda lock: None, payload={"host": socket.gethostname(), "pid": os.getpid()})
     queue_path = Settings.load().table_path(USERS_TO_REFRESH)
     now = datetime(2026, 1, 6, 6, tzinfo=timezone.utc)
     write_deltalake(queue_path, pa.table({
