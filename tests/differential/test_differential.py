@@ -152,13 +152,6 @@ def failing_for(hour: dt.datetime):
     return compute
 
 
-@pytest.fixture(scope="module")
-def instance():
-    from dagster import DagsterInstance
-
-    return DagsterInstance.ephemeral()
-
-
 def test_hour_by_hour_with_operations_equals_a_rebuild_and_the_documented_rules(spark, instance, tmp_path,
                                                                                   monkeypatch):
     from incremental_assets import runner

@@ -39,13 +39,6 @@ from tests.differential.test_differential import (
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
-@pytest.fixture(scope="module")
-def instance():
-    from dagster import DagsterInstance
-
-    return DagsterInstance.ephemeral()
-
-
 def load_times(tables: dict, event_id: str) -> list[dt.datetime]:
     return sorted(r["load_tstamp"] for r in tables["base_events"] if r["event_id"] == event_id)
 

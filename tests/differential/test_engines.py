@@ -31,13 +31,6 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 CHECKPOINTS = (at(0, 16, 30), at(2, 12), at(11))
 
 
-@pytest.fixture(scope="module")
-def instance():
-    from dagster import DagsterInstance
-
-    return DagsterInstance.ephemeral()
-
-
 @pytest.mark.long  # about 4 minutes: every Delta log read and commit is a Spark job here
 def test_delta_spark_engine_hour_by_hour_gives_the_documented_tables(spark, instance, tmp_path, monkeypatch):
     from incremental_assets import runner

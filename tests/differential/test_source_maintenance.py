@@ -22,13 +22,6 @@ from tests.differential.test_differential import (
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
-@pytest.fixture(scope="module")
-def instance():
-    from dagster import DagsterInstance
-
-    return DagsterInstance.ephemeral()
-
-
 def plan_at(now):
     from incremental_assets.progress import plan_next_run
     from incremental_assets.settings import Settings
