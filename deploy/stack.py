@@ -220,7 +220,10 @@ class Stack:
                 "SPARK_LOCAL_IP": HOST}
 
     def dagster_env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
-        return {**os.environ, **(extra or {}), **self.env, "DAGSTER_HOME": str(self.dagster_home),
+        # The production instance: sensors and schedules run from the start (an INCREMENTAL_*
+        # variable given to `up` wins).
+        return {"INCREMENTAL_AUTOMATION_RUNNING": "true", **os.environ, **(extra or {}), **self.env,
+                "DAGSTER_HOME": str(self.dagster_home),
                 "DAGSTER_PG_URL": self.pg_url, **self.spark_client_env(), "PYSPARK_PYTHON": sys.executable,
                 "NO_PROXY": HOST, "no_proxy": HOST}
 

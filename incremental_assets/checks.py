@@ -54,13 +54,15 @@ from incremental_assets.ledger import rows_accounted_for
 from incremental_assets.names import (
     ALL_ASSETS,
     BASE_EVENTS,
+    DAILY_AGGREGATES,
     FILTERED_EVENTS,
+    HOURLY_ASSETS,
     PARTITION_TAG,
     RANGE_END_TAG,
     RANGE_START_TAG,
     SOURCE_EVENTS,
 )
-from incremental_assets.partitions import HOUR, hourly_partitions, parse_hour_key
+from incremental_assets.partitions import HOUR, daily_partitions, hourly_partitions, parse_hour_key
 from incremental_assets.planning.processing_manifest import ItemStatus
 from resources.manifest import lock_age, split_item_id
 from resources.warehouse import WarehouseResource
@@ -96,18 +98,30 @@ def latest_materializations(context: AssetCheckExecutionContext) -> dict[AssetKe
 def evaluation_events(context: AssetCheckExecutionContext, outcomes_by_check: dict[AssetCheckKey, list[dict]]):
     """What AssetCheckResults become in a run: for each check, its output, then one evaluation per
     outcome (passed, metadata, description; optionally severity, and the partition it is about).
-    An evaluation of the whole asset is linked to the asset's latest materialization; one of a
-    partition is not linked (finding each hour's own would read every event of a ranged run)."""
-    assets_def = context.op_execution_context.assets_def
+
+    In a partitioned run Dagster plans one evaluation per partition of the run for each
+    partitioned check, and shows every one left without a result as skipped: an outcome about
+    the whole asset is given to each of the run's partitions. Outside one, it is linked to the
+    asset's latest materialization; an outcome of a partition is not linked (finding each hour's
+    own would read every event of a ranged run)."""
+    op_context = context.op_execution_context
+    assets_def = op_context.assets_def
+    partitioned_run = op_context.has_partition_key or op_context.has_partition_key_range
+    run_partitions = op_context.partition_keys if partitioned_run else []
     whole_asset = any(not o.get("partition") for outcomes in outcomes_by_check.values() for o in outcomes)
-    latest = latest_materializations(context) if whole_asset else {}
+    latest = latest_materializations(context) if whole_asset and not run_partitions else {}
     for key, outcomes in outcomes_by_check.items():
         yield Output(None, output_name=assets_def.get_output_name_for_asset_check_key(key))
+        spec = assets_def.get_spec_for_check_key(key)
         for outcome in outcomes:
-            target = None if outcome.get("partition") else latest.get(key.asset_key)
-            yield AssetCheckEvaluation(
-                asset_key=key.asset_key, check_name=key.name, blocking=assets_def.get_spec_for_check_key(key).blocking,
-                target_materialization_data=target, **{"severity": AssetCheckSeverity.ERROR, **outcome})
+            if outcome.get("partition") or spec.partitions_def is None or not run_partitions:
+                targets = [(outcome, None if outcome.get("partition") else latest.get(key.asset_key))]
+            else:
+                targets = [({**outcome, "partition": partition}, None) for partition in run_partitions]
+            for evaluated, target in targets:
+                yield AssetCheckEvaluation(
+                    asset_key=key.asset_key, check_name=key.name, blocking=spec.blocking,
+                    target_materialization_data=target, **{"severity": AssetCheckSeverity.ERROR, **evaluated})
 
 
 def only_check(context: AssetCheckExecutionContext) -> AssetCheckKey:
@@ -241,7 +255,7 @@ def event_id_unique(context: AssetCheckExecutionContext, warehouse: WarehouseRes
 
 # -- sessions: end after start -----------------------------------------------------------
 
-@asset_check(asset="sessions_lifecycle_manifest", name="end_after_start",
+@asset_check(asset="sessions_lifecycle_manifest", name="end_after_start", partitions_def=hourly_partitions,
              description="Every session ends no earlier than it starts, and has both times.")
 def sessions_end_after_start(context: AssetCheckExecutionContext, warehouse: WarehouseResource):
     name = "sessions_lifecycle_manifest"
@@ -293,6 +307,9 @@ def daily_rows_accounted_for(context: AssetCheckExecutionContext, warehouse: War
 
 # -- manifest: no stale locks --------------------------------------------------------------
 
+# Each check's partitions are its asset's: in a partitioned run it has a result for each partition.
+ASSET_PARTITIONS = {**dict.fromkeys(HOURLY_ASSETS, hourly_partitions), DAILY_AGGREGATES: daily_partitions}
+
 def stale_locks(warehouse: WarehouseResource, asset: str, now: datetime, states=None) -> dict:
     """The asset's manifest items held by PROCESSING locks, and those older than max_lock_age_hours."""
     limit = timedelta(hours=warehouse.settings.max_lock_age_hours)
@@ -306,7 +323,7 @@ def stale_locks(warehouse: WarehouseResource, asset: str, now: datetime, states=
 
 
 @multi_asset_check(
-    specs=[AssetCheckSpec("no_stale_locks", asset=asset,
+    specs=[AssetCheckSpec("no_stale_locks", asset=asset, partitions_def=ASSET_PARTITIONS.get(asset),
                           description=f"No manifest item of {asset} is held by a PROCESSING lock older than "
                                       "max_lock_age_hours (a hung or lost run; `incremental-assets limits` "
                                       "lists the locks).")
@@ -358,7 +375,7 @@ def observed_schemas(instance) -> tuple[dict[str, str], dict[str, str]] | None:
     return None if earlier is None else (earlier, latest)
 
 
-@asset_check(asset=SOURCE_EVENTS, name="columns_unchanged",
+@asset_check(asset=SOURCE_EVENTS, name="columns_unchanged", partitions_def=hourly_partitions,
              description="The source's columns (name and type, from its Delta schema as hourly_load_sensor "
                          "observed it) are those of the previous source version it observed: a warning names "
                          "the columns added, removed or retyped.")

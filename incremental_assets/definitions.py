@@ -9,10 +9,8 @@ from dagster import Definitions, in_process_executor, with_source_code_reference
 from incremental_assets.assets.daily import attributes, daily_aggregates
 from incremental_assets.assets.external import EXTERNAL_ASSETS
 from incremental_assets.assets.hourly import HOURLY_ASSET_DEFS
-from incremental_assets.automation import ASSET_JOBS, SCHEDULES, SENSORS
+from incremental_assets.automation import JOBS, SCHEDULES, SENSORS
 from incremental_assets.checks import CHECKS
-from incremental_assets.maintenance import maintenance_job, maintenance_schedule
-from incremental_assets.operations import manifest_admin_job
 from resources.manifest_io_manager import ManifestIOManager
 from resources.spark import SparkResource
 from resources.warehouse import WarehouseResource
@@ -28,9 +26,9 @@ defs = Definitions(
         *HOURLY_ASSET_DEFS,
         daily_aggregates, attributes, *EXTERNAL_ASSETS]),
     asset_checks=CHECKS,
-    jobs=[*ASSET_JOBS, manifest_admin_job, maintenance_job],
+    jobs=JOBS,
     sensors=SENSORS,
-    schedules=[*SCHEDULES, maintenance_schedule],
+    schedules=SCHEDULES,
     resources={
         "pyspark": spark,
         "warehouse": warehouse,

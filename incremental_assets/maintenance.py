@@ -2,19 +2,16 @@
 files it removed on disk. Compaction rewrites the small files of recent partitions into few
 (older partitions were compacted when they were recent); vacuum deletes the files no version
 within `vacuum_retention_hours` references, and files of writes that died before their commit.
-Readers see the same rows before and after. Run by `maintenance_job` (daily schedule) and
-`incremental-assets maintain`.
+Readers see the same rows before and after. Run by `maintenance_job` (automation/, on a daily
+schedule) and `incremental-assets maintain`.
 """
 
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, datetime, timedelta
 
-from dagster import DefaultScheduleStatus, OpExecutionContext, Output, ScheduleDefinition, job, op
-
-from incremental_assets.names import ALL_TABLES, MAINTENANCE_JOB
+from incremental_assets.names import ALL_TABLES
 from incremental_assets.settings import Settings
 from resources.tables import TableStore
 from resources.tables.interface import MaintenanceResult
-from resources.warehouse import WarehouseResource
 
 
 def recent_partitions_from(settings: Settings, now: datetime) -> date:
@@ -38,28 +35,3 @@ def maintain_tables(settings: Settings, tables: TableStore, now: datetime,
              f"({result.files_compacted} compacted, {result.files_vacuumed} deleted from disk)")
         results.append(result)
     return results
-
-
-@op(name="maintain_tables", description="Compact recent partitions and vacuum every table of the warehouse.")
-def maintain_tables_op(context: OpExecutionContext, warehouse: WarehouseResource):
-    settings, now = warehouse.settings, datetime.now(timezone.utc)
-    context.log.info(f"maintenance: partitions from {recent_partitions_from(settings, now)}, "
-                     f"vacuum retention {settings.vacuum_retention_hours} h")
-    results = maintain_tables(settings, warehouse.tables, now, echo=context.log.info)
-    yield Output(None, metadata={
-        "tables": len(results),
-        "files_before": sum(r.files_before for r in results),
-        "files_after": sum(r.files_after for r in results),
-        "files_deleted_from_disk": sum(r.files_vacuumed for r in results),
-    })
-
-
-@job(name=MAINTENANCE_JOB, description="Table maintenance: compaction of recent partitions and vacuum, every table.")
-def maintenance_job():
-    maintain_tables_op()
-
-
-maintenance_schedule = ScheduleDefinition(
-    name="maintenance_schedule", job=maintenance_job, cron_schedule="30 3 * * *", execution_timezone="UTC",
-    default_status=DefaultScheduleStatus.RUNNING,
-    description="Table maintenance once a day, at a quiet hour (UTC).")

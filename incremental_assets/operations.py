@@ -1,17 +1,14 @@
-"""The operator's views and actions, shared by the CLI and the Dagster admin job: the next
-run's state and limits, manifest items, resolve and skip. Nothing here starts Spark."""
+"""The operator's views and actions, shared by the CLI and the Dagster admin job
+(automation/manifest_admin.py): the next run's state and limits, manifest items, resolve and
+skip. Nothing here starts Spark."""
 
 from datetime import datetime
-from enum import Enum
 
-from dagster import Config, Failure, OpExecutionContext, job, op
-
-from incremental_assets.names import HOURLY_ASSETS, MANIFEST_ADMIN_JOB
-from incremental_assets.planning.processing_manifest import PROBLEM_STATUSES, ManifestError
+from incremental_assets.names import HOURLY_ASSETS
+from incremental_assets.planning.processing_manifest import PROBLEM_STATUSES
 from incremental_assets.progress import plan_next_run, processed_hours
 from incremental_assets.settings import Settings
 from resources.manifest import ItemState, ManifestStore, item_id, split_item_id
-from resources.warehouse import WarehouseResource
 
 # -- views ----------------------------------------------------------------------------------
 
@@ -98,32 +95,3 @@ def skip_item(settings: Settings, item: str, *, note: str = "") -> str:
     ManifestStore.of(settings).skip(items, note=note)
     others = f" (and {len(items) - 1} item(s) of the same step)" if len(items) > 1 else ""
     return f"{item}: skipped{others}; it will not be processed again"
-
-
-class ManifestAction(Enum):
-    resolve = "resolve"
-    skip = "skip"
-
-
-class ManifestAdminConfig(Config):
-    action: ManifestAction
-    item: str  # e.g. base_events/2026-01-05-03:00
-    note: str = ""
-
-
-@op(description="Resolve (release a failed or abandoned item) or skip (never process again) one "
-                "processing-manifest item, like `incremental-assets manifest resolve|skip`.")
-def manifest_admin(context: OpExecutionContext, config: ManifestAdminConfig, warehouse: WarehouseResource) -> None:
-    act = resolve_item if config.action is ManifestAction.resolve else skip_item
-    try:
-        message = act(warehouse.settings, config.item, note=config.note)
-    except ManifestError as exc:
-        raise Failure(description=str(exc)) from None
-    context.log.info(message)
-
-
-@job(name=MANIFEST_ADMIN_JOB,
-     description="Operator action on one processing-manifest item: config {action: resolve|skip, "
-                 "item: '<asset>/<partition key>', note: 'why'}.")
-def manifest_admin_job():
-    manifest_admin()

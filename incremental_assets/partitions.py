@@ -27,11 +27,15 @@ HOUR = timedelta(hours=1)
 HOUR_KEY_FORMAT = "%Y-%m-%d-%H:%M"
 DAY_KEY_FORMAT = "%Y-%m-%d"
 
-# The project relies on two beta Dagster parameters on purpose (single-run backfill policies
-# and allow_nonexistent_upstream_partitions) and one preview (partitioned asset checks: one
-# result per load hour); their warnings would repeat on every load.
-warnings.filterwarnings("ignore", category=BetaWarning)
-warnings.filterwarnings("ignore", category=PreviewWarning)
+# The project relies on a few beta or preview Dagster features on purpose; their warnings would
+# repeat on every load. Only those warnings are hidden, by their messages: any other stays shown.
+for understood in (r"Parameter `backfill_policy` of function", r"Parameter `allow_nonexistent_upstream_partitions`",
+                   r"Specifying a partitions_def on an AssetCheckSpec",  # one check result per load hour
+                   # the UI's links from an asset to its source file and line
+                   r"Function `with_source_code_references`", r"Class `CodeReferencesMetadataValue`",
+                   r"Class `LocalFileCodeReference`"):
+    warnings.filterwarnings("ignore", message=understood, category=BetaWarning)
+    warnings.filterwarnings("ignore", message=understood, category=PreviewWarning)
 
 LOAD_SETTINGS = Settings.load()
 _START = LOAD_SETTINGS.start_date.replace(minute=0, second=0, microsecond=0)
@@ -41,10 +45,12 @@ hourly_partitions = HourlyPartitionsDefinition(start_date=_START.strftime(HOUR_K
 # Today's event day is included (end_offset=1): its events are aggregated as they arrive.
 daily_partitions = DailyPartitionsDefinition(start_date=_START.strftime(DAY_KEY_FORMAT), end_offset=1)
 
-# Every partitioned asset handles a range in one run (one Spark job per backfill): `dagster
-# asset materialize --partition-range` accepts nothing else. The runs this project launches
-# itself (the sensor, `incremental-assets run` and `backfill`) cut load hours into runs of at
-# most max_hours_per_run hours instead.
+# A backfill from the UI runs the hourly assets in runs of at most max_hours_per_run load hours,
+# as the sensor, `incremental-assets run` and `backfill` cut them: a run holds its hours' rows.
+# (Dagster's `asset materialize --partition-range` accepts single-run assets only: use
+# `incremental-assets backfill` for a range from the command line.) A run of event days is light
+# (one day's rows at a time): the daily assets take any range in one run.
+hours_per_run = BackfillPolicy.multi_run(max_partitions_per_run=LOAD_SETTINGS.max_hours_per_run)
 single_run = BackfillPolicy.single_run()
 
 

@@ -65,6 +65,10 @@ class Settings:
     # Operations (not Snowplow's): automatic release of FAILED manifest items, sensor cadence,
     # and how old a PROCESSING lock may get before the stale-lock check warns.
     auto_resolve_failures: bool = False
+    # Whether the sensors and schedules start running when an instance first loads the code
+    # location: off for a development instance (`make ui`), on for the production one
+    # (deploy/dagster.yaml's stack sets it). An operator's start or stop in the UI wins.
+    automation_running: bool = False
     sensor_interval_seconds: int = 300
     max_lock_age_hours: float = 6.0
     # Table maintenance: partitions of the last this many days are compacted; files that no

@@ -44,6 +44,7 @@ class WarehouseResource(ConfigurableResource):
     source_path: Optional[str] = None
     table_engine: Optional[str] = None
     auto_resolve_failures: Optional[bool] = None
+    automation_running: Optional[bool] = None
     sensor_interval_seconds: Optional[int] = None
     max_lock_age_hours: Optional[float] = None
     maintenance_recent_days: Optional[int] = None

@@ -44,7 +44,7 @@ from incremental_assets.names import (
     SESSIONS_TO_REFILTER,
     SOURCE_EVENTS,
 )
-from incremental_assets.partitions import hour_key, hourly_partitions, single_run
+from incremental_assets.partitions import hour_key, hourly_partitions, hours_per_run
 from incremental_assets.sources.reader import require_source
 from resources.manifest_io_manager import TableOutput, TableWrite, claimed
 from resources.warehouse import WarehouseResource
@@ -82,7 +82,7 @@ def _out(description: str, **metadata) -> AssetOut:
         FILTERED_EVENTS: {AssetKey(BASE_EVENTS), AssetKey(LIFECYCLE), AssetKey(QUARANTINED)},
     },
     partitions_def=hourly_partitions,
-    backfill_policy=single_run,
+    backfill_policy=hours_per_run,
     can_subset=False,
     pool=HOURLY_POOL,
 )

@@ -13,7 +13,6 @@ from dagster import (
     AssetKey,
     AssetObservation,
     DagsterRunStatus,
-    DefaultSensorStatus,
     MetadataValue,
     RunRequest,
     RunsFilter,
@@ -27,6 +26,7 @@ from dagster import (
 from dagster._core.execution.backfill import BulkActionStatus  # not exported at top level
 
 from incremental_assets.automation.jobs import hourly_job
+from incremental_assets.automation.status import SENSOR_STATUS
 from incremental_assets.names import (
     DATA_VERSION_TAG,
     HOURLY_ASSETS,
@@ -120,7 +120,7 @@ def source_observations(snapshot, start: datetime, end: datetime) -> list[AssetO
 @sensor(
     job=hourly_job,
     minimum_interval_seconds=LOAD_SETTINGS.sensor_interval_seconds,
-    default_status=DefaultSensorStatus.RUNNING,
+    default_status=SENSOR_STATUS,
     description="Reads the source's metadata (no Spark) and launches one ranged run of hourly_job for "
                 "the oldest load hours whose data differs from what they were processed from.",
 )

@@ -14,8 +14,6 @@ import uuid
 from dagster import (
     AssetKey,
     DagsterRunStatus,
-    DefaultScheduleStatus,
-    DefaultSensorStatus,
     RunRequest,
     RunsFilter,
     RunStatusSensorContext,
@@ -30,6 +28,7 @@ from deltalake import DeltaTable
 
 from incremental_assets.automation.hourly_sensor import HOURLY_KEYS, work_in_progress
 from incremental_assets.automation.jobs import attributes_job, daily_job, hourly_job
+from incremental_assets.automation.status import SCHEDULE_STATUS, SENSOR_STATUS
 from incremental_assets.ledger import content_changed_days, plan_late_days, unaccounted
 from incremental_assets.names import (
     DAILY_AGGREGATES,
@@ -82,7 +81,7 @@ def launched_by(state: str, limits: str) -> dict[str, str]:
     name="late_days_sensor",
     job=daily_job,
     minimum_interval_seconds=60,
-    default_status=DefaultSensorStatus.RUNNING,
+    default_status=SENSOR_STATUS,
     description="Once no hourly or daily run is going: plans the event days from the daily ledger "
                 "(every day with unaccounted filtered rows; late rows below min_rows_to_process are "
                 "recorded as pending) and requests one daily_job run per contiguous range of days.",
@@ -113,7 +112,7 @@ def attributes_request(instance, run) -> RunRequest | SkipReason:
     name="attributes_sensor",
     monitored_jobs=[daily_job],
     request_job=attributes_job,
-    default_status=DefaultSensorStatus.RUNNING,
+    default_status=SENSOR_STATUS,
     description="Requests attributes_job once every daily_job run of a late-days plan has succeeded.",
 )
 def attributes_sensor(context: RunStatusSensorContext):
@@ -135,7 +134,7 @@ def new_day_request(warehouse: WarehouseResource, day: str) -> RunRequest | Skip
     job=attributes_job,
     cron_schedule="5 0 * * *",
     execution_timezone="UTC",
-    default_status=DefaultScheduleStatus.RUNNING,
+    default_status=SCHEDULE_STATUS,
     description="attributes as of the new day, just after midnight UTC (their windows end at it), "
                 "once some event day has been aggregated.",
 )

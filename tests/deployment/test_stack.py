@@ -11,6 +11,7 @@ the tables equal a local-mode run over the same source. Every process started is
 the end, whatever happens; nothing listens beyond 127.0.0.1.
 """
 
+import json
 import os
 import re
 import shutil
@@ -30,7 +31,7 @@ from dagster_graphql import DagsterGraphQLClient
 from deploy.stack import HOST, REPO, Stack
 from incremental_assets.planning.processing_manifest import ItemStatus, State
 from resources.manifest import ManifestStore
-from tests.live import HOURLY, assert_tables_equal_a_local_run, moved_in_time, settled, write_loads
+from tests.live import assert_tables_equal_a_local_run, moved_in_time, settled, write_loads
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -117,11 +118,12 @@ def step_span(instance, run_id: str, step_key: str) -> tuple[float, float]:
 
 
 def materialize_in_process(stack: Stack, first: int, last: int) -> subprocess.Popen:
-    """`dagster asset materialize` of the hourly assets over hours first..last: a run executed
-    in the CLI's own process, on the stack's instance and cluster."""
+    """`dagster job execute` of hourly_job over hours first..last (a partition range, as its run
+    tags say): a run executed in the CLI's own process, on the stack's instance and cluster."""
+    tags = {"dagster/asset_partition_range_start": key(first), "dagster/asset_partition_range_end": key(last)}
     return subprocess.Popen(
-        [str(Path(sys.executable).parent / "dagster"), "asset", "materialize", "-m", "incremental_assets.definitions",
-         "--select", ",".join(HOURLY), "--partition-range", f"{key(first)}...{key(last)}"],
+        [str(Path(sys.executable).parent / "dagster"), "job", "execute", "-m", "incremental_assets.definitions",
+         "-a", "defs", "-j", "hourly_job", "--tags", json.dumps(tags)],
         env=stack.dagster_env(), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -204,7 +206,7 @@ def test_the_daemon_runs_the_hours_on_the_cluster_with_postgres_and_matches_loca
 
         # Three overlapping runs at once: two launched as the UI's "Materialize" does (through
         # GraphQL, so through the queue) and one executed in its own process by Dagster's CLI
-        # (`dagster asset materialize`, which never passes through the queue). The pool
+        # (`dagster job execute`, which never passes through the queue). The pool
         # (hourly_sessions, limit 1, op granularity) runs their hourly steps one after the
         # other, and all succeed (without it, a run would find the shared hours locked and fail).
         client = DagsterGraphQLClient(HOST, port_number=stack.webserver_port)

@@ -1,8 +1,8 @@
 """A real Dagster: dagster-webserver and dagster-daemon on 127.0.0.1 with a temporary
-DAGSTER_HOME. A partition backfill launched through the GraphQL API runs (one run for the
-range) and late_days_sensor follows it; new source data arrives meanwhile and
+DAGSTER_HOME. A partition backfill launched through the GraphQL API runs (max_hours_per_run
+hours a run) and late_days_sensor follows it; new source data arrives meanwhile and
 hourly_load_sensor, running in the daemon, launches a run for it once the backfill is done.
-And the `dagster asset materialize --partition-range` command line.
+And `dagster asset materialize` of one load hour.
 
 Runs are subprocesses that start their own Spark JVM (local[1], 1 GB), at most two at a time.
 Every process started here is stopped at the end, whatever happens (runs still in flight
@@ -81,6 +81,8 @@ def deployment(tmp_path):
         "INCREMENTAL_SENSOR_INTERVAL_SECONDS": "30",
         "INCREMENTAL_SENSOR_CLOCK": NOW.isoformat(),
         "INCREMENTAL_LOOKBACK_WINDOW_HOURS": "0",  # the sensor's run: exactly the hours after the backfill
+        "INCREMENTAL_MAX_HOURS_PER_RUN": "3",  # the six-hour backfill: two runs
+        "INCREMENTAL_AUTOMATION_RUNNING": "true",  # the sensors start with the daemon, as in production
         "INCREMENTAL_SPARK_CONF": SPARK_CONF,
         "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost",
     })
@@ -250,8 +252,10 @@ def test_a_graphql_backfill_then_the_sensors_in_the_daemon(deployment, events, m
 
         assert wait_for("the backfill", backfill_done, processes) in (BulkActionStatus.COMPLETED,
                                                                        BulkActionStatus.COMPLETED_SUCCESS)
-        (backfill_run,) = instance.get_runs(filters=RunsFilter(tags={"dagster/backfill": backfill_id}))
-        assert backfill_run.tags["dagster/asset_partition_range_start"] == hour_key(0)  # one run: single_run
+        # A UI backfill runs max_hours_per_run hours a run (the backfill policy), as the sensor does.
+        backfill_runs = instance.get_runs(filters=RunsFilter(tags={"dagster/backfill": backfill_id}))
+        assert sorted((r.tags["dagster/asset_partition_range_start"], r.tags["dagster/asset_partition_range_end"])
+                      for r in backfill_runs) == [(hour_key(0), hour_key(2)), (hour_key(3), hour_key(5))]
         assert instance.get_materialized_partitions(AssetKey("filtered_events")) >= {hour_key(h) for h in range(6)}
         record = instance.fetch_materializations(AssetKey("base_events"), limit=1).records[0]
         assert {"rows_written", "table_version", "run_limits", "settings"} <= set(record.asset_materialization.metadata)
@@ -260,7 +264,7 @@ def test_a_graphql_backfill_then_the_sensors_in_the_daemon(deployment, events, m
         assert base.event_id.is_unique and base.load_tstamp.min() < hour(1)
         assert read_table(warehouse / "filtered_events").num_rows > 0
 
-        # What the UI shows for one hour of the ranged backfill run is that hour's, equal to the
+        # What the UI shows for one hour of a ranged backfill run is that hour's, equal to the
         # tables (later runs only add hours after the backfill's): rows, rejected rows by
         # reason, filtered rows by event day, the event_id check's own result for the hour.
         for h in (0, 3):
@@ -268,7 +272,9 @@ def test_a_graphql_backfill_then_the_sensors_in_the_daemon(deployment, events, m
             shown = ui_metadata(port, "base_events", key)
             in_hour = base[(base.load_tstamp >= start) & (base.load_tstamp < end)]
             assert shown["dagster/partition_row_count"] == len(in_hour) > 0
-            assert shown["rows_written"] == len(base)  # the run's total, under its own name
+            first_of_run = hour(h - h % 3)  # the backfill ran hours 0-2 and 3-5
+            in_run = base[(base.load_tstamp >= first_of_run) & (base.load_tstamp < first_of_run + timedelta(hours=3))]
+            assert shown["rows_written"] == len(in_run)  # its run's total, under its own name
             rejected = read_pandas(warehouse / "rejected_events", ["load_hour_tstamp", "reject_reason"])
             rejected = rejected[rejected.load_hour_tstamp == start].reject_reason.value_counts().to_dict()
             assert shown["rejected_by_reason"] == rejected and shown["rejected_rows"] == sum(rejected.values())
@@ -333,11 +339,13 @@ def test_a_graphql_backfill_then_the_sensors_in_the_daemon(deployment, events, m
     assert all(proc.poll() is not None for _, proc, _ in processes.started)
 
 
-def test_dagster_asset_materialize_runs_a_partition_range_in_one_run(deployment, events):
+def test_dagster_asset_materialize_runs_one_hour(deployment, events):
+    # Dagster's own command line takes one partition of the hourly assets; a range is for the UI's
+    # backfills or `incremental-assets backfill`, which cut it into runs of max_hours_per_run hours.
     env = deployment["env"]
     write_loads(events, deployment["source"], hour(0), hour(3))
     command = [str(BIN / "dagster"), "asset", "materialize", "-m", "incremental_assets.definitions",
-               "--select", ",".join(HOURLY), "--partition-range", f"{hour_key(0)}...{hour_key(2)}"]
+               "--select", ",".join(HOURLY), "--partition", hour_key(1)]
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "RUN_SUCCESS" in done.stdout + done.stderr
@@ -346,6 +354,6 @@ def test_dagster_asset_materialize_runs_a_partition_range_in_one_run(deployment,
 
     instance = DagsterInstance.from_config(env["DAGSTER_HOME"])
     (run,) = instance.get_runs()
-    assert run.tags["dagster/asset_partition_range_end"] == hour_key(2)
-    assert instance.get_materialized_partitions(AssetKey("base_events")) == {hour_key(h) for h in range(3)}
+    assert run.tags["dagster/partition"] == hour_key(1)
+    assert instance.get_materialized_partitions(AssetKey("base_events")) == {hour_key(1)}
     instance.dispose()

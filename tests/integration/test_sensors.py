@@ -14,6 +14,7 @@ from datetime import date, datetime, timedelta, timezone
 import pyarrow as pa
 import pytest
 from dagster import DagsterEventType, DagsterRunStatus, build_sensor_context, instance_for_test
+from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 from deltalake import DeltaTable, write_deltalake
 
 from incremental_assets.automation import hourly_sensor, late_days_sensors
@@ -274,6 +275,13 @@ def execute(job_name: str, instance, request) -> object:
         elif c.asset_key in written:  # (on SQLite a run's own event ids are not the index's: compare the index's)
             [latest] = instance.fetch_materializations(c.asset_key, limit=1).records
             assert (target.run_id, target.storage_id) == (result.run_id, latest.storage_id), (c.asset_key, c.check_name)
+    # Every check the run planned has a result for each partition it planned (the UI shows one
+    # left planned as skipped): none is still planned once the run is done.
+    planned = {(key.asset_key.path[-1], key.name, record.partition)
+               for key in defs.resolve_job_def(job_name).asset_layer.asset_graph.asset_check_keys
+               for record in instance.event_log_storage.get_asset_check_execution_history(key, limit=1000)
+               if record.run_id == result.run_id and record.status is AssetCheckExecutionRecordStatus.PLANNED}
+    assert not planned, sorted(planned, key=str)[:10]
     return instance.get_run_by_id(result.run_id)
 
 

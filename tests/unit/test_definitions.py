@@ -1,5 +1,10 @@
 """The code location loads, and its shape is what the UI and the sensor rely on."""
 
+import os
+import subprocess
+import sys
+
+import pytest
 from dagster import AssetKey
 
 
@@ -19,20 +24,37 @@ def test_definitions_load_with_the_six_assets_and_three_jobs():
         assert defs.resolve_job_def(name) is not None
     sensors = {s.name: s for s in defs.sensors}
     assert set(sensors) >= {"hourly_load_sensor", "late_days_sensor", "attributes_sensor"}
-    from dagster import DefaultSensorStatus
-
-    assert sensors["hourly_load_sensor"].default_status == DefaultSensorStatus.RUNNING
 
 
-def test_partitioned_assets_backfill_a_range_in_one_run():
-    # `dagster asset materialize --partition-range` refuses any other policy.
+AUTOMATION_STATUSES = """
+from incremental_assets.definitions import defs
+print(sorted({s.default_status.value for s in [*defs.sensors, *defs.schedules]}))
+"""
+
+
+@pytest.mark.parametrize("setting, statuses", [(None, "['STOPPED']"), ("true", "['RUNNING']")])
+def test_sensors_and_schedules_start_only_where_automation_running_says(setting, statuses):
+    # Read when the code location loads: a process of its own for each value.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INCREMENTAL_")}
+    if setting is not None:
+        env["INCREMENTAL_AUTOMATION_RUNNING"] = setting
+    done = subprocess.run([sys.executable, "-c", AUTOMATION_STATUSES], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == statuses
+
+
+def test_a_ui_backfill_runs_the_hourly_assets_max_hours_per_run_hours_a_run():
     from incremental_assets.definitions import defs
+    from incremental_assets.partitions import LOAD_SETTINGS
 
     graph = defs.resolve_asset_graph()
-    for name in ("base_events", "sessions_lifecycle_manifest", "quarantined_sessions", "filtered_events",
-                 "daily_aggregates"):
+    for name in ("base_events", "sessions_lifecycle_manifest", "quarantined_sessions", "filtered_events"):
         policy = graph.get(AssetKey(name)).backfill_policy
-        assert policy is not None and policy.max_partitions_per_run is None, name  # single run
+        assert policy.max_partitions_per_run == LOAD_SETTINGS.max_hours_per_run, name
+    # A range of event days is one run.
+    policy = graph.get(AssetKey("daily_aggregates")).backfill_policy
+    assert policy is not None and policy.max_partitions_per_run is None
 
 
 def test_daily_aggregates_reads_the_filtered_hours_of_its_day_and_reprocess_days():

@@ -1,0 +1,35 @@
+"""The table maintenance job (incremental_assets.maintenance) and its daily schedule."""
+
+from datetime import datetime, timezone
+
+from dagster import OpExecutionContext, Output, ScheduleDefinition, job, op
+
+from incremental_assets.automation.status import SCHEDULE_STATUS
+from incremental_assets.maintenance import maintain_tables, recent_partitions_from
+from incremental_assets.names import MAINTENANCE_JOB
+from resources.warehouse import WarehouseResource
+
+
+@op(name="maintain_tables", description="Compact recent partitions and vacuum every table of the warehouse.")
+def maintain_tables_op(context: OpExecutionContext, warehouse: WarehouseResource):
+    settings, now = warehouse.settings, datetime.now(timezone.utc)
+    context.log.info(f"maintenance: partitions from {recent_partitions_from(settings, now)}, "
+                     f"vacuum retention {settings.vacuum_retention_hours} h")
+    results = maintain_tables(settings, warehouse.tables, now, echo=context.log.info)
+    yield Output(None, metadata={
+        "tables": len(results),
+        "files_before": sum(r.files_before for r in results),
+        "files_after": sum(r.files_after for r in results),
+        "files_deleted_from_disk": sum(r.files_vacuumed for r in results),
+    })
+
+
+@job(name=MAINTENANCE_JOB, description="Table maintenance: compaction of recent partitions and vacuum, every table.")
+def maintenance_job():
+    maintain_tables_op()
+
+
+maintenance_schedule = ScheduleDefinition(
+    name="maintenance_schedule", job=maintenance_job, cron_schedule="30 3 * * *", execution_timezone="UTC",
+    default_status=SCHEDULE_STATUS,
+    description="Table maintenance once a day, at a quiet hour (UTC).")
