@@ -18,7 +18,8 @@ from resources.warehouse import WarehouseResource
 # One Spark session per process: steps run in the run's process (a JVM per step would cost
 # seconds each and memory), and every resource below shares the same session.
 spark = SparkResource(spark_config={})
-warehouse = WarehouseResource(pyspark=spark)
+# Every setting the environment gives shows in the UI, a text setting as its variable.
+warehouse = WarehouseResource.from_environment(pyspark=spark)
 
 defs = Definitions(
     # Code references: the UI links each asset to the file and line of its definition.

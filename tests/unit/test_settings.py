@@ -92,3 +92,27 @@ def test_the_warehouse_resource_mirrors_every_setting_with_its_type():
         (inner,) = [a for a in typing.get_args(annotation) if a is not type(None)]
         actual = inner.__name__ if isinstance(inner, type) else str(inner)
         assert actual == expected, (name, actual, expected)
+
+
+def test_the_warehouse_resource_carries_what_the_environment_gives_so_the_ui_shows_it(monkeypatch):
+    from dagster import EnvVar, build_resources
+
+    from resources.spark import SparkResource
+    from resources.warehouse import WarehouseResource
+
+    environ = {"INCREMENTAL_WAREHOUSE": "/data/warehouse", "INCREMENTAL_MAX_HOURS_PER_RUN": "24",
+               "INCREMENTAL_APP_IDS": "web, mobile", "INCREMENTAL_ALLOW_NULL_DVCE_TSTAMPS": "false"}
+    resource = WarehouseResource.from_environment(SparkResource(spark_config={}), environ)
+    # A text setting is bound to its variable (the UI names it); others carry their parsed value.
+    assert isinstance(resource.warehouse, EnvVar) and resource.warehouse.env_var_name == "INCREMENTAL_WAREHOUSE"
+    assert (resource.max_hours_per_run, resource.app_ids, resource.allow_null_dvce_tstamps) == (24, ["web", "mobile"],
+                                                                                               False)
+    assert resource.source_path is None and resource.backfill_limit_days is None  # not given: the default
+    description = WarehouseResource.model_fields["backfill_limit_days"].description
+    assert "Default 30" in description and "INCREMENTAL_BACKFILL_LIMIT_DAYS" in description
+    # The variable is read when the resource starts (Dagster's init) or is used directly.
+    monkeypatch.setenv("INCREMENTAL_WAREHOUSE", "/data/moved")
+    assert resource.settings.warehouse == "/data/moved"
+    with build_resources({"warehouse": resource, "pyspark": SparkResource(spark_config={})}) as started:
+        assert started.warehouse.settings.warehouse == "/data/moved"
+        assert started.warehouse.settings.max_hours_per_run == 24
