@@ -26,7 +26,8 @@ DAILY_MANIFEST = "daily_aggregation_manifest"  # per (event day, load day): rows
 USERS_TO_REFRESH = "attributes_users_to_refresh"  # users whose daily rows changed since attributes ran
 PROCESSING_MANIFEST = "processing_manifest"  # the append-only record of every claim and result
 # The state tables shown in the catalog (external assets, observed when a step writes them).
-STATE_TABLES = (REJECTED_EVENTS, DAILY_MANIFEST, PROCESSING_MANIFEST)
+STATE_TABLES = (REJECTED_EVENTS, EVENT_COPIES, PROCESSED_HOURS, FILTERED_COUNTS, SESSIONS_TO_REFILTER,
+                DAILY_MANIFEST, USERS_TO_REFRESH, PROCESSING_MANIFEST)
 # Every table the pipeline keeps (what table maintenance covers).
 ALL_TABLES = (*ALL_ASSETS, REJECTED_EVENTS, EVENT_COPIES, PROCESSED_HOURS, FILTERED_COUNTS, SESSIONS_TO_REFILTER,
               DAILY_MANIFEST, USERS_TO_REFRESH, PROCESSING_MANIFEST)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import typing
 from dataclasses import dataclass, fields, replace
 from datetime import date, datetime, time, timedelta, timezone
@@ -69,6 +70,8 @@ class Settings:
     # location: off for a development instance (`make ui`), on for the production one
     # (deploy/dagster.yaml's stack sets it). An operator's start or stop in the UI wins.
     automation_running: bool = False
+    # Who the catalog names as the owner of every asset: e-mail addresses or `team:<name>`.
+    asset_owners: tuple[str, ...] = ("team:data",)
     sensor_interval_seconds: int = 300
     max_lock_age_hours: float = 6.0
     # Table maintenance: partitions of the last this many days are compacted; files that no
@@ -203,6 +206,10 @@ class Settings:
             for item in getattr(self, name):
                 if not item or any(c in item for c in "\n\r\x00"):
                     raise SettingsError(f"{name} contains an empty or control-character value {item!r}")
+        for owner in self.asset_owners:
+            if not (re.fullmatch(r"team:[A-Za-z0-9_.-]+", owner) or re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s]+", owner)):
+                raise SettingsError(f"asset_owners contains {owner!r}; an owner is an e-mail address or "
+                                    "team:<name> (letters, digits, _ . -)")
         for name in ("warehouse", "source_path"):
             value = getattr(self, name)
             if not value or "\x00" in value:

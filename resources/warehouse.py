@@ -62,6 +62,7 @@ class WarehouseResource(ConfigurableResource):
     table_engine: Optional[str] = setting("table_engine")
     auto_resolve_failures: Optional[bool] = setting("auto_resolve_failures")
     automation_running: Optional[bool] = setting("automation_running")
+    asset_owners: Optional[list[str]] = setting("asset_owners")
     sensor_interval_seconds: Optional[int] = setting("sensor_interval_seconds")
     max_lock_age_hours: Optional[float] = setting("max_lock_age_hours")
     maintenance_recent_days: Optional[int] = setting("maintenance_recent_days")

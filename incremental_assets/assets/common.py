@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from dagster import FreshnessPolicy, MetadataValue, TableColumn, TableRecord, TableSchema
 
 from incremental_assets.names import RUN_LIMITS_TAG, RUN_STATE_TAG
+from incremental_assets.partitions import LOAD_SETTINGS
 from incremental_assets.settings import Settings
 from resources.warehouse import WarehouseResource
 
@@ -26,6 +28,19 @@ def require_table(warehouse: WarehouseResource, table: str, step: str, remedy: s
 # as new rows land, and attributes at least once a day (attributes_schedule).
 HOURLY_FRESHNESS = FreshnessPolicy.time_window(fail_window=timedelta(hours=6), warn_window=timedelta(hours=2))
 DAILY_FRESHNESS = FreshnessPolicy.time_window(fail_window=timedelta(hours=30), warn_window=timedelta(hours=26))
+
+
+# What the catalog shows of every asset: its owners, the rules it is computed with (a changed
+# rules digest marks every asset's code as changed, as a new code version), and its table.
+OWNERS = list(LOAD_SETTINGS.asset_owners)
+CODE_VERSION = LOAD_SETTINGS.rules_digest()
+
+
+def table_metadata(table: str, location: str | None = None) -> dict[str, Any]:
+    """The table's name and URI, under Dagster's keys (the catalog's table name and link)."""
+    location = location or LOAD_SETTINGS.table_path(table)
+    return {"dagster/table_name": table,
+            "dagster/uri": location if "://" in location else Path(location).as_uri()}
 
 
 def run_state_metadata(context, settings: Settings) -> dict[str, Any]:

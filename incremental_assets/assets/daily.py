@@ -9,12 +9,15 @@ from datetime import date, datetime, timezone
 from dagster import AssetDep, AssetExecutionContext, AssetKey, MetadataValue, RetryRequested, asset
 
 from incremental_assets.assets.common import (
+    CODE_VERSION,
     DAILY_FRESHNESS,
+    OWNERS,
     on_last_partition,
     require_table,
     run_state_metadata,
     schema_metadata,
     settings_metadata,
+    table_metadata,
 )
 from incremental_assets.daily_steps import (
     DayFigures,
@@ -56,7 +59,9 @@ LOCK_WAIT_RETRIES = 20
     description="One row per (event_date, domain_userid), rebuilt from every filtered event of "
                 "the day; daily_aggregation_manifest records rows aggregated and rows pending.",
     metadata={"table": DAILY_AGGREGATES, "write": "replace_range", "range_column": "event_date",
-              "partition_by": ["event_date"]},
+              "partition_by": ["event_date"], **table_metadata(DAILY_AGGREGATES)},
+    owners=OWNERS,
+    code_version=CODE_VERSION,
 )
 def daily_aggregates(context: AssetExecutionContext, warehouse: WarehouseResource) -> TableOutput:
     window = context.partition_time_window
@@ -107,7 +112,9 @@ def attributes_as_of(context: AssetExecutionContext, warehouse: WarehouseResourc
     deps=[daily_aggregates],
     description="One row per user: lifetime and last-N-days metrics as of attributes_as_of, from "
                 "daily_aggregates (only users whose daily rows changed are recomputed, unless the day moved).",
-    metadata={"table": ATTRIBUTES, "write": "replace_keys", "key": "domain_userid"},
+    metadata={"table": ATTRIBUTES, "write": "replace_keys", "key": "domain_userid", **table_metadata(ATTRIBUTES)},
+    owners=OWNERS,
+    code_version=CODE_VERSION,
 )
 def attributes(context: AssetExecutionContext, warehouse: WarehouseResource) -> TableOutput:
     require_table(warehouse, DAILY_AGGREGATES, ATTRIBUTES, "materialize daily_aggregates (daily_job) first")

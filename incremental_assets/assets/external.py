@@ -1,31 +1,64 @@
 """Tables the catalog shows but no step materializes: the source (lineage starts at the
-events) and the pipeline's state tables. Each is observed where it changes: the source by
-hourly_load_sensor (one observation per load hour it launches, with the hour's fingerprint as
-its data version), the state tables by the manifest IO manager when a step writes them.
+events) and the pipeline's state tables, each linked to the asset whose step writes it. Each is
+observed where it changes: the source by hourly_load_sensor (one observation per load hour it
+launches, with the hour's fingerprint as its data version), the state tables by the manifest IO
+manager when a step writes them.
 """
 
 from dagster import AssetSpec
 
-from incremental_assets.names import DAILY_MANIFEST, PROCESSING_MANIFEST, REJECTED_EVENTS, SOURCE_EVENTS
+from incremental_assets.assets.common import OWNERS, table_metadata
+from incremental_assets.names import (
+    ALL_ASSETS,
+    BASE_EVENTS,
+    DAILY_AGGREGATES,
+    DAILY_MANIFEST,
+    EVENT_COPIES,
+    FILTERED_COUNTS,
+    FILTERED_EVENTS,
+    LIFECYCLE,
+    PROCESSED_HOURS,
+    PROCESSING_MANIFEST,
+    REJECTED_EVENTS,
+    SESSIONS_TO_REFILTER,
+    SOURCE_EVENTS,
+    STATE_TABLES,
+    USERS_TO_REFRESH,
+)
 from incremental_assets.partitions import LOAD_SETTINGS, hourly_partitions
 
 source_events = AssetSpec(
-    SOURCE_EVENTS, partitions_def=hourly_partitions, group_name="source", kinds={"delta"},
+    SOURCE_EVENTS, partitions_def=hourly_partitions, group_name="source", kinds={"delta"}, owners=OWNERS,
     description="The raw behavioural events (Snowplow atomic events) at INCREMENTAL_SOURCE_PATH, by load hour. "
                 "Written by the collector's loader, not here; hourly_load_sensor observes each load hour it "
                 "launches a run for (data version: the hour's fingerprint).",
-    metadata={"path": LOAD_SETTINGS.source})
+    metadata=table_metadata(SOURCE_EVENTS, LOAD_SETTINGS.source))
 
-STATE_TABLE_DESCRIPTIONS = {
-    REJECTED_EVENTS: "Source rows base_events left out, each with its reject_reason and load hour.",
-    DAILY_MANIFEST: "Per (event day, load day): filtered rows aggregated into daily_aggregates and rows "
-                    "pending (late rows held back below min_rows_to_process).",
-    PROCESSING_MANIFEST: "Every claim and result of every step, by item (e.g. `base_events/2026-01-05-03:00`): what was "
-                         "processed, between which limits, by which run. Observations preview the locked and "
-                         "failed items (`incremental-assets manifest resolve ITEM` releases one).",
+# Each state table: what it holds, and the assets whose step writes it.
+STATE_TABLE_LINEAGE = {
+    REJECTED_EVENTS: ("Source rows base_events left out, each with its reject_reason and load hour.",
+                      [BASE_EVENTS]),
+    EVENT_COPIES: ("Every valid copy of every event by load hour: the index the hourly step deduplicates "
+                   "against (the first-loaded copy within dedupe_lookback_days wins).", [BASE_EVENTS]),
+    PROCESSED_HOURS: ("The hour ledger: what each load hour was last processed from (its source fingerprint "
+                      "and rules digest), by which run; reconciliation compares it with the source.",
+                      [FILTERED_EVENTS]),
+    FILTERED_COUNTS: ("Filtered rows (and their content digest) per (load hour, event day): the input of the "
+                      "daily ledger.", [FILTERED_EVENTS]),
+    SESSIONS_TO_REFILTER: ("Sessions changed by an hour whose filtered rows in other load hours are not yet "
+                           "derived again.", [LIFECYCLE]),
+    DAILY_MANIFEST: ("The day ledger: per (event day, load day), filtered rows aggregated into daily_aggregates "
+                     "and rows pending (late rows held back below min_rows_to_process).", [DAILY_AGGREGATES]),
+    USERS_TO_REFRESH: ("Users whose daily rows changed since attributes last ran: what the next attributes run "
+                       "recomputes.", [DAILY_AGGREGATES]),
+    PROCESSING_MANIFEST: ("Every claim and result of every step, by item (e.g. `base_events/2026-01-05-03:00`): "
+                          "what was processed, between which limits, by which run. Observations preview the "
+                          "locked and failed items (`incremental-assets manifest resolve ITEM` releases one).",
+                          list(ALL_ASSETS)),
 }
-state_tables = [AssetSpec(name, group_name="pipeline_state", kinds={"delta"}, description=text,
-                          metadata={"path": LOAD_SETTINGS.table_path(name)})
-                for name, text in STATE_TABLE_DESCRIPTIONS.items()]
+assert set(STATE_TABLE_LINEAGE) == set(STATE_TABLES)
+state_tables = [AssetSpec(name, group_name="pipeline_state", kinds={"delta"}, description=text, deps=writers,
+                          owners=OWNERS, metadata=table_metadata(name))
+                for name, (text, writers) in STATE_TABLE_LINEAGE.items()]
 
 EXTERNAL_ASSETS = [source_events, *state_tables]

@@ -13,12 +13,15 @@ from datetime import datetime
 from dagster import AssetExecutionContext, AssetKey, AssetOut, MetadataValue, Output, multi_asset
 
 from incremental_assets.assets.common import (
+    CODE_VERSION,
     HOURLY_FRESHNESS,
+    OWNERS,
     on_last_partition,
     preview_metadata,
     run_state_metadata,
     schema_metadata,
     settings_metadata,
+    table_metadata,
 )
 from incremental_assets.hourly_step import (
     HourFigures,
@@ -53,8 +56,9 @@ GROUP = "load_hours"
 
 
 def _out(description: str, **metadata) -> AssetOut:
-    return AssetOut(io_manager_key="manifest_io", group_name=GROUP, kinds={"spark", "delta"},
-                    description=description, metadata=metadata, freshness_policy=HOURLY_FRESHNESS)
+    return AssetOut(io_manager_key="manifest_io", group_name=GROUP, kinds={"spark", "delta"}, owners=OWNERS,
+                    code_version=CODE_VERSION, description=description, freshness_policy=HOURLY_FRESHNESS,
+                    metadata={**metadata, **table_metadata(metadata["table"])})
 
 
 @multi_asset(

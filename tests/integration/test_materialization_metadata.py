@@ -46,3 +46,16 @@ def test_a_ranged_run_stores_what_is_the_same_for_every_hour_once(spark, tmp_pat
         assert latest.asset_materialization.partition == HOURS[-1], asset
     columns = by_hour[HOURS[-1]]["dagster/column_schema"].value.columns
     assert {"event_id", "domain_sessionid", "event_date"} <= {c.name for c in columns}
+
+    # The state tables the step wrote are observed, each with its size after the write.
+    from deltalake import DeltaTable
+
+    from incremental_assets.names import EVENT_COPIES, FILTERED_COUNTS, PROCESSED_HOURS
+    from incremental_assets.settings import Settings
+
+    for table in (EVENT_COPIES, FILTERED_COUNTS, PROCESSED_HOURS):
+        (observed,) = instance.fetch_observations(AssetKey(table), limit=1).records
+        metadata = observed.asset_observation.metadata
+        written = DeltaTable(Settings.load().table_path(table))
+        assert metadata["table_version"].value == written.version(), table
+        assert metadata["dagster/row_count"].value == written.to_pyarrow_table().num_rows > 0, table

@@ -7,6 +7,8 @@ import sys
 import pytest
 from dagster import AssetKey
 
+from incremental_assets.names import STATE_TABLES
+
 
 def test_definitions_load_with_the_six_assets_and_three_jobs():
     from incremental_assets.definitions import defs
@@ -18,8 +20,12 @@ def test_definitions_load_with_the_six_assets_and_three_jobs():
     # The source and the state tables are in the catalog, not materialized by any step; the
     # lineage starts at the source.
     external = {key.path[-1] for key in graph.get_all_asset_keys()} - names
-    assert external == {"atomic_events", "rejected_events", "daily_aggregation_manifest", "processing_manifest"}
+    assert external == {"atomic_events", *STATE_TABLES}
     assert graph.get(AssetKey("base_events")).parent_keys == {AssetKey("atomic_events")}
+    # Each state table is linked to the assets whose step writes it.
+    assert graph.get(AssetKey("event_copies")).parent_keys == {AssetKey("base_events")}
+    assert graph.get(AssetKey("attributes_users_to_refresh")).parent_keys == {AssetKey("daily_aggregates")}
+    assert graph.get(AssetKey("processing_manifest")).parent_keys == {AssetKey(name) for name in names}
     for name in ("hourly_job", "daily_job", "attributes_job", "manifest_admin_job"):
         assert defs.resolve_job_def(name) is not None
     sensors = {s.name: s for s in defs.sensors}
@@ -93,3 +99,17 @@ def test_every_asset_has_a_freshness_policy_so_a_stall_turns_red():
     assert policies == {"base_events": HOURLY_FRESHNESS, "sessions_lifecycle_manifest": HOURLY_FRESHNESS,
                         "quarantined_sessions": HOURLY_FRESHNESS, "filtered_events": HOURLY_FRESHNESS,
                         "daily_aggregates": DAILY_FRESHNESS, "attributes": DAILY_FRESHNESS}
+
+
+def test_every_asset_names_its_owners_table_and_uri_and_the_rules_as_its_code_version():
+    from incremental_assets.definitions import defs
+    from incremental_assets.partitions import LOAD_SETTINGS
+
+    graph = defs.resolve_asset_graph()
+    for key in graph.get_all_asset_keys():
+        node = graph.get(key)
+        assert node.owners == list(LOAD_SETTINGS.asset_owners), key
+        assert node.metadata["dagster/table_name"] == key.path[-1], key
+        assert node.metadata["dagster/uri"].startswith("file:///"), key
+        if node.is_materializable:
+            assert node.code_version == LOAD_SETTINGS.rules_digest(), key
