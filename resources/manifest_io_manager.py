@@ -1,6 +1,5 @@
 """The manifest IO manager: writes each output as one atomic Delta commit, then records the
-step's success in the processing manifest; reads hand a downstream asset exactly its mapped
-upstream range.
+step's success in the processing manifest. It loads no inputs: each step reads what it needs.
 
 A step claims its items (`claimed`: every partition of every asset it materializes, one
 manifest commit) before it computes, and yields a `TableOutput` per asset. How an output is
@@ -337,19 +336,8 @@ class ManifestIOManager(ConfigurableIOManager):
             "table_version": MetadataValue.int(int(described.get("version") or 0))})
 
     def load_input(self, context: InputContext):
-        """The upstream table's rows for exactly the mapped upstream partition range."""
-        upstream = context.upstream_output
-        meta = (upstream.definition_metadata if upstream is not None else None) or {}
-        table = meta.get("table", context.asset_key.path[-1])
-        tables = self.warehouse.tables
-        if not tables.exists(table):
-            raise FileNotFoundError(
-                f"input table {table!r} does not exist yet in {self.warehouse.settings.warehouse}: "
-                f"materialize {context.asset_key.to_user_string()} first")
-        column = meta.get("range_column")
-        if not context.has_asset_partitions or column is None:
-            return tables.read(table)
-        if not context.asset_partition_keys:
-            return tables.read(table).limit(0)
-        start, end = _window_bounds(context.asset_partitions_time_window, column.endswith("_date"))
-        return tables.read_range(table, column, start, end)
+        # Dagster's interface requires it; no asset takes an input through this IO manager: each
+        # step reads the upstream rows it needs itself (a range, a projection, the look-back).
+        raise NotImplementedError(
+            f"manifest_io writes outputs only; {context.asset_key.to_user_string()} is read by the step "
+            "that needs it, not loaded as an input")

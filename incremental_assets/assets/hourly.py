@@ -109,8 +109,9 @@ def hourly_assets(context: AssetExecutionContext, warehouse: WarehouseResource):
         on_last_partition(context, {**settings, **preview_metadata(results.quarantined),
                                     **schema_metadata(results.quarantined)}, QUARANTINED)
         on_last_partition(context, {**settings, **schema_metadata(results.filtered)}, FILTERED_EVENTS)
-        payload = {"load_window_start": window.start.isoformat(), "load_window_end": window.end.isoformat(),
-                   "limits": context.run.tags.get(RUN_LIMITS_TAG, "manual run")}
+        # The record of the hours (the IO manager adds the window: what was processed, between which
+        # limits) says why the run processed them.
+        payload = {"limits": context.run.tags.get(RUN_LIMITS_TAG, "manual run")}
         yield Output(TableOutput(results.kept, claim, completes=False, rows=[results.dominated], before=[
             TableWrite(EVENT_COPIES, results.copies, "replace_range", range_column="load_tstamp",
                        partition_by=["load_date"]),
