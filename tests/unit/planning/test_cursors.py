@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from incremental_assets.planning.cursors import DatetimeCursor
-
-
-def utc(*args: int) -> datetime:
-    return datetime(*args, tzinfo=timezone.utc)
-
+from tests.helpers import utc
 
 LATER = utc(2030, 1, 1)
 

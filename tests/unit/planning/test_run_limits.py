@@ -13,11 +13,7 @@ from incremental_assets.planning.run_limits import (
     get_run_limits,
     validate_backfill_limit_days,
 )
-
-
-def utc(*args: int) -> datetime:
-    return datetime(*args, tzinfo=timezone.utc)
-
+from tests.helpers import utc
 
 START = utc(2021, 1, 1)
 MODELS = ["page_views", "sessions", "users"]

@@ -8,11 +8,7 @@ import pytest
 
 from incremental_assets.planning.watermarks import effective_cutoff, units_to_run, windows_to_run
 from incremental_assets.planning.windows import partition_windows, resolve_bound
-
-
-def utc(*args: int) -> datetime:
-    return datetime(*args, tzinfo=timezone.utc)
-
+from tests.helpers import utc
 
 DAY = timedelta(days=1)
 NONE = timedelta(0)

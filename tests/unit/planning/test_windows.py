@@ -16,11 +16,7 @@ from incremental_assets.planning.windows import (
     resolve_bound,
     split_range,
 )
-
-
-def utc(*args: int) -> datetime:
-    return datetime(*args, tzinfo=timezone.utc)
-
+from tests.helpers import utc
 
 # -- parse_duration ------------------------------------------------------------------------
 

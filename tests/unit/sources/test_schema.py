@@ -12,10 +12,7 @@ from incremental_assets.sources.schema import (
     REQUIRED_COLUMNS,
     conform_to_atomic,
 )
-
-
-def utc(*parts) -> datetime:
-    return datetime(*parts, tzinfo=timezone.utc)
+from tests.helpers import utc
 
 
 def instant(value: datetime | None) -> datetime | None:
