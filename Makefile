@@ -119,14 +119,15 @@ bench-small: $(BENCH_STAMP)
 validate: setup
 	$(BIN)/dagster definitions validate
 
-# The demo's instance with the demo's settings (its lake, its start date, attributes as of its
-# last day); any INCREMENTAL_* variable set in the environment wins.
+# The demo's instance with the demo's settings (its lake, its start and end dates, attributes as
+# of its last day); any INCREMENTAL_* variable set in the environment wins.
 DEMO_LAST_DAY = $(shell $(PYTHON) -c 'import datetime as d; print(d.date.fromisoformat("$(DEMO_START)") + d.timedelta(days=$(DEMO_DAYS) - 1))')
 ui: setup
 	@mkdir -p $(DAGSTER_HOME) && test -f $(DAGSTER_HOME)/dagster.yaml || printf 'telemetry:\n  enabled: false\n' > $(DAGSTER_HOME)/dagster.yaml
 	INCREMENTAL_START_DATE=$${INCREMENTAL_START_DATE:-$(DEMO_START)} \
 	INCREMENTAL_SOURCE_PATH=$${INCREMENTAL_SOURCE_PATH:-$(SAMPLE_LAKE)} \
 	INCREMENTAL_ATTRIBUTES_AS_OF=$${INCREMENTAL_ATTRIBUTES_AS_OF:-$(DEMO_LAST_DAY)} \
+	INCREMENTAL_END_DATE=$${INCREMENTAL_END_DATE:-$(DEMO_LAST_DAY)} \
 	$(BIN)/dagster dev -h 127.0.0.1 -p 3000
 
 clean:

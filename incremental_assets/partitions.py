@@ -40,10 +40,17 @@ for understood in (r"Parameter `backfill_policy` of function", r"Parameter `allo
 LOAD_SETTINGS = Settings.load()
 _START = LOAD_SETTINGS.start_date.replace(minute=0, second=0, microsecond=0)
 
+# Where the partitions end: the day after end_date when it is set (a finished history, the demo:
+# the UI then shows the hours that can hold data, not every hour until today), else now.
+_END = LOAD_SETTINGS.end_hour
+
 # Closed load hours only (end_offset=0): an hour is processed once it can no longer grow.
-hourly_partitions = HourlyPartitionsDefinition(start_date=_START.strftime(HOUR_KEY_FORMAT))
-# Today's event day is included (end_offset=1): its events are aggregated as they arrive.
-daily_partitions = DailyPartitionsDefinition(start_date=_START.strftime(DAY_KEY_FORMAT), end_offset=1)
+hourly_partitions = HourlyPartitionsDefinition(start_date=_START.strftime(HOUR_KEY_FORMAT),
+                                               end_date=_END.strftime(HOUR_KEY_FORMAT) if _END else None)
+# Today's event day is included (end_offset=1): its events are aggregated as they arrive. An
+# event's day is never after its load day, so the days end with the hours.
+daily_partitions = DailyPartitionsDefinition(start_date=_START.strftime(DAY_KEY_FORMAT), end_offset=1,
+                                             end_date=_END.strftime(DAY_KEY_FORMAT) if _END else None)
 
 # A backfill from the UI runs the hourly assets in runs of at most max_hours_per_run load hours,
 # as the sensor, `incremental-assets run` and `backfill` cut them: a run holds its hours' rows.

@@ -185,6 +185,13 @@ def first_load_hour(settings: Settings) -> datetime:
     return max(floor_hour(settings.start_date), floor_hour(hourly_partitions.start))
 
 
+def end_load_hour(settings: Settings) -> datetime | None:
+    """The end (excluded) of the load hours processed: the midnight after end_date, never after
+    the hourly partitions end (fixed when the code location loads); None: no end."""
+    ends = [end for end in (settings.end_hour, hourly_partitions.end) if end is not None]
+    return min(ends) if ends else None
+
+
 def plan_load_hours(settings: Settings, *, now: datetime, manifest: ManifestStore,
                     snapshot: SourceSnapshot | None, lock_released: Callable[[Record], str | None]) -> LoadHoursPlan:
     """The load hours the next hourly runs process (`planning.reconcile.hours_to_run`)."""
@@ -202,6 +209,11 @@ def plan_load_hours(settings: Settings, *, now: datetime, manifest: ManifestStor
               for hour, fingerprint in (snapshot.fingerprints if snapshot else {}).items()}
     ledger = _ledger(settings)
     processed = unchanged_by_maintenance(processed_hours(settings, ledger), ledger, source, snapshot, digest)
+    if (end := end_load_hour(settings)) is not None:
+        # Hours after the end are neither run nor reconciled: what was processed there stays.
+        source = {hour: value for hour, value in source.items() if hour < end}
+        processed = {hour: value for hour, value in processed.items() if hour < end}
+        blocked = {hour: why for hour, why in blocked.items() if hour < end}
     # An hour whose last run failed is due (blocked while fail-locked, unless the claim of the
     # run that takes it resolves it: auto_resolve_failures).
     processed = failed_hours_run_again(processed, states.resolved | set(states.fail_locked))

@@ -45,7 +45,7 @@ from incremental_assets.partitions import HOUR, contiguous_ranges, day_key, floo
 from incremental_assets.planning.late_days import LateDaysPlan
 from incremental_assets.planning.reconcile import split_ranges
 from incremental_assets.planning.run_limits import RunLimits
-from incremental_assets.progress import fail_locked_days, first_load_hour, plan_next_run
+from incremental_assets.progress import end_load_hour, fail_locked_days, first_load_hour, plan_next_run
 from incremental_assets.settings import Settings
 from incremental_assets.sources.reader import require_source
 from resources.manifest import ManifestStore
@@ -257,8 +257,9 @@ def backfill(start: date, end: date, *, instance, echo: Echo = print, now: datet
     settings = Settings.load()
     now = now or datetime.now(timezone.utc)
     first_hour = max(datetime.combine(start, datetime.min.time(), tzinfo=timezone.utc), first_load_hour(settings))
+    # Never past now, nor past the partitions' end (end_date).
     end_hour = min(datetime.combine(end + timedelta(days=1), datetime.min.time(), tzinfo=timezone.utc),
-                   floor_hour(now))
+                   floor_hour(now), end_load_hour(settings) or floor_hour(now))
     report = RunReport()
     if first_hour >= end_hour:
         echo(f"  nothing to backfill between {start} and {end}")
@@ -278,7 +279,8 @@ def backfill(start: date, end: date, *, instance, echo: Echo = print, now: datet
             return report
     touched = days_loaded_between(settings, first_hour, end_hour)
     requested = {start + timedelta(days=i) for i in range((end - start).days + 1)}
-    # Daily partitions exist from start_date through today: nothing outside them is rebuilt.
-    days = {d for d in touched | requested if settings.start_date.date() <= d <= now.date()}
+    # Daily partitions exist from start_date through today (or end_date): nothing outside them is rebuilt.
+    last_day = min(now.date(), settings.end_date or now.date())
+    days = {d for d in touched | requested if settings.start_date.date() <= d <= last_day}
     late_days_and_attributes(settings, instance=instance, report=report, tags=tags, echo=echo, also=days)
     return report

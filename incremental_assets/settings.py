@@ -38,6 +38,9 @@ class SettingsError(ValueError):
 class Settings:
     # Snowplow's variable names, without the `snowplow__` prefix.
     start_date: datetime = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    # Not Snowplow's: the last load day processed, and where the partitions end (a finished
+    # history, a demo). None: they run to now.
+    end_date: date | None = None
     backfill_limit_days: int = 30
     # Not Snowplow's: the most load hours one hourly run processes. Longer ranges (a full
     # rebuild, a catch-up after an outage) run as several runs, oldest first, so a run's
@@ -108,6 +111,13 @@ class Settings:
         return f"{self.warehouse_root}/{name}"
 
     @property
+    def end_hour(self) -> datetime | None:
+        """The end (excluded) of the load hours processed: midnight after end_date."""
+        if self.end_date is None:
+            return None
+        return datetime.combine(self.end_date + timedelta(days=1), time(), tzinfo=timezone.utc)
+
+    @property
     def session_lookback(self) -> timedelta:
         """How far before a load hour a touched session's earlier events are looked up."""
         return timedelta(days=self.session_lookback_days)
@@ -174,6 +184,9 @@ class Settings:
         return settings
 
     def validate(self) -> None:
+        if self.end_date is not None and self.end_date < self.start_date.date():
+            raise SettingsError(f"end_date={self.end_date} is not accepted; it must be on or after "
+                                f"start_date={self.start_date.date()}")
         _at_least("backfill_limit_days", self.backfill_limit_days, 1)
         _at_least("max_hours_per_run", self.max_hours_per_run, 1)
         _at_least("lookback_window_hours", self.lookback_window_hours, 0)

@@ -41,6 +41,7 @@ class WarehouseResource(ConfigurableResource):
 
     pyspark: ResourceDependency[SparkResource]
     start_date: Optional[str] = setting("start_date")
+    end_date: Optional[str] = setting("end_date")
     backfill_limit_days: Optional[int] = setting("backfill_limit_days")
     max_hours_per_run: Optional[int] = setting("max_hours_per_run")
     lookback_window_hours: Optional[float] = setting("lookback_window_hours")

@@ -147,6 +147,23 @@ def test_new_hours_run_once_and_hours_whose_files_change_run_again_however_old(e
     assert columns["load_tstamp"].startswith("timestamp") and "event_id" in columns
 
 
+def test_hours_after_end_date_are_neither_run_nor_reconciled(env, monkeypatch):
+    source, instance = env
+    add_loads(source, at(20.5), at(22.5), at(25.5), at(27.5))  # two hours of 01-05, two of 01-06
+    monkeypatch.setenv("INCREMENTAL_END_DATE", DAY.date().isoformat())
+    result = tick(instance, monkeypatch, at(30))
+    assert hours_of(result) == (key(at(20)), key(at(22)))
+    # An hour after the end processed before the end was set stays as it is, changed or not.
+    mark_processed(source, at(20), at(23))
+    mark_processed(source, at(25), at(26), run_id="before-the-end")
+    add_loads(source, at(25.7))
+    idle = tick(instance, monkeypatch, at(30.1))
+    assert not idle.run_requests and "no new data in a closed load hour" in idle.skip_message
+    # Without an end, the day after runs (its processed hour too, since its files changed).
+    monkeypatch.delenv("INCREMENTAL_END_DATE")
+    assert hours_of(tick(instance, monkeypatch, at(30.2))) == (key(at(25)), key(at(27)))
+
+
 def test_a_gap_left_by_hours_processed_by_hand_is_run(env, monkeypatch):
     source, instance = env
     add_loads(source, at(0.5), at(1.5), at(2.5), at(3.5))

@@ -50,6 +50,21 @@ def test_sensors_and_schedules_start_only_where_automation_running_says(setting,
     assert done.stdout.strip().splitlines()[-1] == statuses
 
 
+PARTITION_ENDS = """
+from incremental_assets.partitions import daily_partitions, hourly_partitions
+print(hourly_partitions.get_last_partition_key(), daily_partitions.get_last_partition_key())
+"""
+
+
+def test_the_partitions_end_with_end_date_when_it_is_set():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INCREMENTAL_")}
+    env.update(INCREMENTAL_START_DATE="2026-01-05", INCREMENTAL_END_DATE="2026-01-11")
+    done = subprocess.run([sys.executable, "-c", PARTITION_ENDS], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["2026-01-11-23:00", "2026-01-11"]
+
+
 def test_a_ui_backfill_runs_the_hourly_assets_max_hours_per_run_hours_a_run():
     from incremental_assets.definitions import defs
     from incremental_assets.partitions import LOAD_SETTINGS
