@@ -1,8 +1,8 @@
 """Tables the catalog shows but no step materializes: the source (lineage starts at the
 events) and the pipeline's state tables, each linked to the asset whose step writes it. Each is
-observed where it changes: the source by hourly_load_sensor (one observation per load hour it
-launches, with the hour's fingerprint as its data version), the state tables by the manifest IO
-manager when a step writes them.
+observed where it changes: the source by hourly_load_sensor (when it launches a run, one
+observation per load hour of the run and per other hour due, with the hour's fingerprint as its
+data version), the state tables by the manifest IO manager when a step writes them.
 """
 
 from dagster import AssetSpec
@@ -30,8 +30,8 @@ from incremental_assets.partitions import LOAD_SETTINGS, hourly_partitions
 source_events = AssetSpec(
     SOURCE_EVENTS, partitions_def=hourly_partitions, group_name="source", kinds={"delta"}, owners=OWNERS,
     description="The raw behavioural events (Snowplow atomic events) at INCREMENTAL_SOURCE_PATH, by load hour. "
-                "Written by the collector's loader, not here; hourly_load_sensor observes each load hour it "
-                "launches a run for (data version: the hour's fingerprint).",
+                "Written by the collector's loader, not here; hourly_load_sensor observes each load hour due "
+                "when it launches a run (data version: the hour's fingerprint).",
     metadata=table_metadata(SOURCE_EVENTS, LOAD_SETTINGS.source))
 
 # Each state table: what it holds, and the assets whose step writes it.

@@ -102,19 +102,21 @@ def hourly_run_request(warehouse: WarehouseResource, *, now: datetime, instance)
         RANGE_START_TAG: first, RANGE_END_TAG: last, RUN_STATE_TAG: plan.state.name,
         RUN_LIMITS_TAG: plan.limits(start, end).describe(), REASON_TAG: plan.reason(),
         SOURCE_VERSION_TAG: str(snapshot.version),
-    })], asset_events=source_observations(snapshot, start, end))
+    })], asset_events=source_observations(snapshot, [*hours_between(start, end), *plan.hours.due,
+                                                     *plan.hours.deferred, *plan.hours.waiting]))
 
 
-def source_observations(snapshot, start: datetime, end: datetime) -> list[AssetObservation]:
-    """The source's load hours the run will process, each observed with its fingerprint as its
-    data version (an hour whose files change gets a new one)."""
+def source_observations(snapshot, hours: list[datetime]) -> list[AssetObservation]:
+    """The source's load hours the run will process, and every other hour due (later runs'),
+    each observed with its fingerprint as its data version (an hour whose files change gets a
+    new one): the catalog shows the loaded hours, processed or due, apart from the empty ones."""
     columns = {"columns": MetadataValue.json(snapshot.columns),
                "dagster/column_schema": TableSchema(columns=[TableColumn(name, kind)
                                                              for name, kind in snapshot.columns.items()])} \
         if snapshot.columns else {}
     return [AssetObservation(SOURCE_EVENTS, partition=hour_key(hour), tags={DATA_VERSION_TAG: fingerprint},
                              metadata={"fingerprint": fingerprint, "source_version": str(snapshot.version), **columns})
-            for hour in hours_between(start, end) if (fingerprint := snapshot.fingerprints.get(hour))]
+            for hour in sorted(set(hours)) if (fingerprint := snapshot.fingerprints.get(hour))]
 
 
 @sensor(

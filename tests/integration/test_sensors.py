@@ -164,6 +164,20 @@ def test_hours_after_end_date_are_neither_run_nor_reconciled(env, monkeypatch):
     assert hours_of(tick(instance, monkeypatch, at(30.2))) == (key(at(25)), key(at(27)))
 
 
+def test_every_due_hour_is_observed_not_only_the_launched_ones(env, monkeypatch):
+    # Two days of loads, one day a run: the request takes the first day; the catalog shows the
+    # second day's loaded hours as observed (due) too, each with its fingerprint.
+    source, instance = env
+    monkeypatch.setenv("INCREMENTAL_BACKFILL_LIMIT_DAYS", "1")
+    add_loads(source, at(1.5), at(10.5), at(30.5), at(40.5))
+    result = tick(instance, monkeypatch, at(47))
+    assert hours_of(result) == (key(at(1)), key(at(10)))
+    observed = {e.partition for e in result.asset_events if e.asset_key.path == ["atomic_events"]}
+    # (an hour holds data where a file's load_tstamp statistics span it: 01:00..10:00, 06:00..16:00)
+    loaded = {key(hour) for hour in source_snapshot(str(source), at(0), at(47)).fingerprints}
+    assert observed == loaded and {key(at(30)), key(at(40))} <= observed
+
+
 def test_a_gap_left_by_hours_processed_by_hand_is_run(env, monkeypatch):
     source, instance = env
     add_loads(source, at(0.5), at(1.5), at(2.5), at(3.5))
