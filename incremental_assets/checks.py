@@ -13,8 +13,8 @@ launched on its own (the asset's Checks tab) it looks at the whole table.
   rows aggregated + rows pending = filtered rows (filtered_events_counts against
   daily_aggregation_manifest, read with delta-rs). Runs in attributes_job, after a plan's
   days are rebuilt; a day planned but not yet rebuilt would fail it in between.
-- `columns_unchanged` (the source, severity WARN; in hourly_job): its columns as the hourly
-  sensor last observed them against the previous source version's.
+- `columns_unchanged` (the source, severity WARN; in hourly_job): its columns now (its Delta
+  log) against those of the source version the previous hourly run read (the hour ledger).
 - `no_stale_locks` (every asset, severity WARN): no manifest item of the asset held by a
   PROCESSING lock older than `max_lock_age_hours`.
 
@@ -64,6 +64,8 @@ from incremental_assets.names import (
 )
 from incremental_assets.partitions import HOUR, daily_partitions, hourly_partitions, parse_hour_key
 from incremental_assets.planning.processing_manifest import ItemStatus
+from incremental_assets.progress import source_version_before
+from incremental_assets.sources.load_hours import source_columns
 from resources.manifest import lock_age, split_item_id
 from resources.warehouse import WarehouseResource
 
@@ -350,50 +352,40 @@ def no_stale_locks(context: AssetCheckExecutionContext, warehouse: WarehouseReso
 
 # -- source: its columns did not change ------------------------------------------------------
 
-# Observations read to find the previous source version (each request observes its hours).
-OBSERVATIONS_SCANNED = 1000
-
-
 def column_changes(before: dict[str, str], after: dict[str, str]) -> dict[str, list[str]]:
-    """Columns added, removed and retyped between two schemas (name -> type)."""
     return {"added": sorted(after.keys() - before.keys()), "removed": sorted(before.keys() - after.keys()),
-            "retyped": sorted(f"{name}: {before[name]} -> {after[name]}" for name in before.keys() & after.keys()
-                              if before[name] != after[name])}
-
-
-def observed_schemas(instance) -> tuple[dict[str, str], dict[str, str]] | None:
-    """The source's columns at the latest observed version and at the latest earlier version
-    whose columns were observed; None until two versions were observed."""
-    records = instance.fetch_observations(AssetKey(SOURCE_EVENTS), limit=OBSERVATIONS_SCANNED).records
-    observed = [(r.asset_observation.metadata.get("source_version"), r.asset_observation.metadata.get("columns"))
-                for r in records]
-    observed = [(version.value, columns.value) for version, columns in observed if version and columns]
-    if not observed:
-        return None
-    latest_version, latest = observed[0]
-    earlier = next((columns for version, columns in observed if version != latest_version), None)
-    return None if earlier is None else (earlier, latest)
+            "retyped": sorted(f"{name}: {before[name]} -> {after[name]}"
+                              for name in before.keys() & after.keys() if before[name] != after[name])}
 
 
 @asset_check(asset=SOURCE_EVENTS, name="columns_unchanged", partitions_def=hourly_partitions,
-             description="The source's columns (name and type, from its Delta schema as hourly_load_sensor "
-                         "observed it) are those of the previous source version it observed: a warning names "
-                         "the columns added, removed or retyped.")
-def source_columns_unchanged(context: AssetCheckExecutionContext):
-    key, schemas = only_check(context), observed_schemas(context.instance)
-    if schemas is None:
+             description="The source's columns (name and type, from its Delta log) are those of the source "
+                         "version the previous hourly run read (the hour ledger): a warning names the columns "
+                         "added, removed or retyped.")
+def source_columns_unchanged(context: AssetCheckExecutionContext, warehouse: WarehouseResource):
+    key, settings = only_check(context), warehouse.settings
+    now, before = source_columns(settings.source), source_version_before(settings, context.op_execution_context.run_id)
+    unchecked = ("the source has no Delta log: its columns have no versions" if now is None else
+                 "no earlier run read the source: nothing to compare with" if before is None else None)
+    if unchecked is None:
+        try:
+            then = source_columns(settings.source, before)
+        except Exception as exc:  # noqa: BLE001 - the log no longer reaches back to it
+            then, unchecked = None, f"source version {before} is no longer in its log ({type(exc).__name__})"
+    if unchecked:
         yield from evaluation_events(context, {key: [dict(
-            passed=True, severity=AssetCheckSeverity.WARN, description="fewer than two source versions observed yet",
-            metadata={"columns_added": 0, "columns_removed": 0, "columns_retyped": 0})]})
+            passed=True, severity=AssetCheckSeverity.WARN, description=f"not compared: {unchecked}",
+            metadata={"versions_compared": 0, "columns_added": 0, "columns_removed": 0, "columns_retyped": 0})]})
         return
-    changes = column_changes(*schemas)
-    metadata = {f"columns_{kind}": MetadataValue.int(len(names)) for kind, names in changes.items()}
+    changes = column_changes(then, now)
+    metadata = {"versions_compared": 2, "previous_version": before,
+                **{f"columns_{kind}": MetadataValue.int(len(names)) for kind, names in changes.items()}}
     if any(changes.values()):
         metadata["changes"] = MetadataValue.json(changes)
     yield from evaluation_events(context, {key: [dict(
         passed=not any(changes.values()), severity=AssetCheckSeverity.WARN, metadata=metadata,
-        description="; ".join(f"{kind}: {', '.join(names)}" for kind, names in changes.items()
-                              if names) or "same columns as the previous version")]})
+        description="; ".join(f"{kind}: {', '.join(names)}" for kind, names in changes.items() if names)
+        or f"same columns as version {before}, which the previous run read")]})
 
 
 DAILY_INVARIANT = daily_rows_accounted_for

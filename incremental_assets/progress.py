@@ -89,6 +89,17 @@ def _ledger(settings: Settings) -> pa.Table | None:
     return table
 
 
+def source_version_before(settings: Settings, run_id: str) -> int | None:
+    """The latest source version that a run other than `run_id` processed hours from (the hour
+    ledger); None before any."""
+    table = _ledger(settings)
+    if table is None:
+        return None
+    versions = [version for version, run in zip(table["source_version"].to_pylist(), table["run_id"].to_pylist())
+                if version is not None and run != run_id]
+    return max(versions, default=None)
+
+
 def processed_hours(settings: Settings, ledger: pa.Table | None = None) -> dict[datetime, ProcessedHour]:
     """What each load hour was last processed from: its source fingerprint under its rules."""
     table = ledger if ledger is not None else _ledger(settings)

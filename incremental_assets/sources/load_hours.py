@@ -59,14 +59,25 @@ class _File:
     hours: frozenset[datetime] | None = None  # the hours it holds, read from it when its span is wide
 
 
+def _columns(table: DeltaTable) -> dict[str, str]:
+    return {field.name: str(field.type) for field in pa.schema(table.schema().to_arrow())}
+
+
+def source_columns(path: str, version: int | None = None) -> dict[str, str] | None:
+    """The source's columns (name -> type) at `version` of its Delta log (None: the latest);
+    None for a source without a Delta log (Parquet files have no versions)."""
+    if not DeltaTable.is_deltatable(path):
+        return None
+    return _columns(DeltaTable(path, version=version))
+
+
 def source_snapshot(path: str, since: datetime, until: datetime) -> SourceSnapshot | None:
     """The load hours in [since, until) that source files may hold, with their fingerprints;
     None when there is no table at `path`."""
     if DeltaTable.is_deltatable(path):
         table = DeltaTable(path)
-        columns = {field.name: str(field.type) for field in pa.schema(table.schema().to_arrow())}
         files = _delta_files(table)
-        return SourceSnapshot(path, table.version(), _fingerprints(files, since, until), columns,
+        return SourceSnapshot(path, table.version(), _fingerprints(files, since, until), _columns(table),
                               _partition_days(files, since, until))
     files = _parquet_files(path)
     if files is None:

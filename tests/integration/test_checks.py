@@ -10,8 +10,8 @@ from datetime import date, datetime, timedelta, timezone
 
 import pyarrow as pa
 import pytest
-from dagster import AssetCheckSeverity, AssetSelection, AssetSpec, DagsterInstance, materialize
-from deltalake import write_deltalake
+from dagster import AssetCheckSeverity, AssetSelection, AssetSpec, materialize
+from deltalake import DeltaTable, write_deltalake
 
 from incremental_assets import checks
 from incremental_assets.planning.processing_manifest import State
@@ -230,33 +230,41 @@ def test_a_check_in_a_run_looks_at_the_run_partitions():
     assert checks.run_window(_Context({}), hourly_partitions) is None
 
 
-def test_a_column_change_in_the_source_is_a_warning_naming_the_columns():
-    from dagster import AssetObservation
+def test_a_column_change_in_the_source_since_the_last_run_is_a_warning_naming_the_columns(warehouse, tmp_path,
+                                                                                          monkeypatch):
+    source = tmp_path / "source"
+    monkeypatch.setenv("INCREMENTAL_SOURCE_PATH", str(source))
 
-    def observe(instance, version: int, columns: dict[str, str], hours=(0, 1)):
-        for h in hours:  # what hourly_load_sensor records for each hour it launches
-            instance.report_runless_asset_event(AssetObservation(
-                "atomic_events", partition=f"2026-01-05-0{h}:00",
-                metadata={"source_version": str(version), "columns": columns, "fingerprint": f"f{version}{h}"}))
+    def write_source(columns: dict[str, pa.Array], **how):
+        write_deltalake(str(source), pa.table(columns), **how)
+        return DeltaTable(str(source)).version()
 
-    def result(instance):
-        [evaluation] = run_check(checks.source_columns_unchanged, instance=instance)
+    def processed(run_id: str, version: int):
+        """What an hourly run leaves in the hour ledger: the source version it read."""
+        write_deltalake(warehouse.settings.table_path("processed_load_hours"), pa.table({
+            "load_hour_tstamp": pa.array([datetime(2026, 1, 5, tzinfo=timezone.utc)], pa.timestamp("us", "UTC")),
+            "run_id": [run_id], "source_version": pa.array([version], pa.int64())}), mode="append")
+
+    def result():
+        [evaluation] = run_check(checks.source_columns_unchanged, warehouse)
         return evaluation
 
-    with DagsterInstance.ephemeral() as instance:
-        assert result(instance).passed  # nothing observed yet
-        v1 = {"event_id": "string", "load_tstamp": "timestamp[us, tz=UTC]", "tr_total": "double"}
-        observe(instance, 1, v1)
-        assert result(instance).passed and "fewer than two" in result(instance).description
-        observe(instance, 2, v1, hours=(2,))  # a new version, same columns
-        assert result(instance).passed
-        v3 = {"event_id": "string", "load_tstamp": "timestamp[us, tz=UTC]", "tr_total": "decimal(18, 2)",
-              "new_col": "string"}
-        observe(instance, 3, v3, hours=(3, 4))
-        changed = result(instance)
-        assert not changed.passed and changed.severity is AssetCheckSeverity.WARN
-        assert values(changed)["changes"] == {"added": ["new_col"], "removed": [],
-                                              "retyped": ["tr_total: double -> decimal(18, 2)"]}
-        assert values(changed)["columns_added"] == 1 and values(changed)["columns_retyped"] == 1
-        observe(instance, 4, {"event_id": "string"}, hours=(5,))
-        assert values(result(instance))["changes"]["removed"] == ["load_tstamp", "new_col", "tr_total"]
+    assert "not compared" in result().description  # no source
+    v0 = write_source({"event_id": ["a"], "tr_total": pa.array([1.5], pa.float64())})
+    first = result()
+    assert first.passed and "no earlier run" in first.description and values(first)["versions_compared"] == 0
+    processed("run-1", v0)
+    write_source({"event_id": ["b"], "tr_total": pa.array([2.5], pa.float64())}, mode="append")
+    same = result()
+    assert same.passed and values(same)["versions_compared"] == 2 and values(same)["previous_version"] == v0
+    v2 = write_source({"event_id": ["c"], "tr_total": pa.array([3.5], pa.float64()), "new_col": ["x"]},
+                      mode="append", schema_mode="merge")
+    changed = result()
+    assert not changed.passed and changed.severity is AssetCheckSeverity.WARN
+    assert values(changed)["changes"] == {"added": ["new_col"], "removed": [], "retyped": []}
+    processed("run-2", v2)  # a run read the new columns: the next one compares with them
+    assert result().passed
+    write_source({"event_id": ["d"], "tr_total": pa.array([4], pa.int64())}, mode="overwrite", schema_mode="overwrite")
+    retyped = result()
+    assert values(retyped)["changes"] == {"added": [], "removed": ["new_col"], "retyped": ["tr_total: double -> int64"]}
+    assert values(retyped)["columns_removed"] == 1 and values(retyped)["columns_retyped"] == 1
