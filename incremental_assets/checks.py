@@ -20,9 +20,9 @@ launched on its own (the asset's Checks tab) it looks at the whole table.
 
 Every check yields its evaluations through `evaluation_events`, not as `AssetCheckResult`s:
 to link an AssetCheckResult to the materialization it evaluated, Dagster lists every partition
-of the asset when the check is unpartitioned and the run is a partition range (0.4 s a check
-at 10 days of hourly history on 2 cores, growing with the partitions), where one query of the
-asset records finds the same materialization.
+of the asset when the check is unpartitioned and the run is a partition range (a cost that
+grows with the partitions since start_date), where one query of the asset records finds the
+same materialization.
 """
 
 

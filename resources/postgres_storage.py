@@ -3,8 +3,8 @@
 dagster-postgres opens a new connection for every statement outside the webserver (SQLAlchemy's
 NullPool): each event a run writes, each run or tag read, each sensor query pays a connection,
 which is a new server process (and a TLS handshake and authentication on a remote server). A
-run writes several events per partition and asset, so that was most of Dagster's bookkeeping:
-about 11 ms an event write against about 3 ms with a kept connection, on a local server.
+run writes several events per partition and asset, so that was most of Dagster's bookkeeping
+(docs/performance.md has the measures).
 
 `PooledPostgresStorage` is `DagsterPostgresStorage` (same config, tables and migrations) whose
 run, event log and schedule storages each keep one connection open per process, plus up to
@@ -59,8 +59,8 @@ class PooledPostgresStorage(DagsterPostgresStorage):
             storage._engine = pooled_engine(postgres_url, token_provider)
         # At every materialization it stores, Dagster asks the server whether the asset_event_tags
         # table exists (for databases not yet migrated), inside the transaction that holds the
-        # kept connection: each ask opened a connection of its own, 3.7 ms of a materialization's
-        # 8.3 ms. A table that exists does not go away while the process runs.
+        # kept connection: each ask opened a connection of its own, about half of a
+        # materialization's cost. A table that exists does not go away while the process runs.
         events = self._event_log_storage
         events.has_table = remembering_present_tables(events.has_table)
 

@@ -40,7 +40,7 @@ LOCAL_DEFAULTS: dict[str, str] = {
     "spark.sql.shuffle.partitions": "8",
     "spark.sql.adaptive.enabled": "true",
     # Delta rebuilds a table's state from its log in 50 shuffle partitions by default, made for
-    # large logs on clusters: locally each read of a small table paid about 5 s for it.
+    # large logs on clusters: locally each read of a small table paid seconds for it.
     "spark.databricks.delta.snapshotPartitions": "8",
     # Whole-stage code for ~70-column rows exceeds the JVM's 8000-byte JIT limit and would
     # run interpreted; above this limit Spark uses per-operator code instead (wide steps
@@ -62,9 +62,9 @@ LOCAL_DEFAULTS: dict[str, str] = {
     # still carry the Python traceback.
     "spark.python.sql.dataFrameDebugging.enabled": "false",
     # Reads hand Spark the exact Parquet files of a Delta snapshot. From 33 paths on, Spark lists
-    # them in a Spark job (one task per file): 2.1 s to open 720 hourly files, a 30-day
-    # look-back, against 0.15 s listed on the driver. On an object store, where each listing
-    # is a remote call, set Spark's default (32) back with INCREMENTAL_SPARK_CONF.
+    # them in a Spark job (one task per file), many times slower on a local disk than listing
+    # them on the driver (a 30-day look-back opens 720 hourly files). On an object store, where
+    # each listing is a remote call, set Spark's default (32) back with INCREMENTAL_SPARK_CONF.
     "spark.sql.sources.parallelPartitionDiscovery.threshold": "100000",
     # Delta's VACUUM lists a table's folders in this many tasks whatever their number (Spark's
     # default is 10,000): twice 10,000 empty tasks made a local vacuum of one small table take
