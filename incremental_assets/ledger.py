@@ -19,7 +19,7 @@ from datetime import date
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from incremental_assets.names import DAILY_MANIFEST, FILTERED_COUNTS, USERS_TO_REFRESH
+from incremental_assets.names import DAY_LEDGER, FILTERED_COUNTS, USERS_TO_REFRESH
 from incremental_assets.planning.late_days import LateDaysPlan, conservation_check, days_to_process
 from incremental_assets.settings import Settings
 from resources.tables import read_delta_arrow
@@ -38,7 +38,7 @@ def _sums(table: pa.Table | None, value: str) -> dict[Pair, int]:
 def ledger_state(settings: Settings) -> tuple[dict[Pair, int], dict[Pair, int], dict[Pair, int]]:
     """Filtered, aggregated and pending rows per (event day, load day)."""
     counts = read_delta_arrow(settings.table_path(FILTERED_COUNTS), ["event_date", "load_date", "rows"])
-    ledger = read_delta_arrow(settings.table_path(DAILY_MANIFEST),
+    ledger = read_delta_arrow(settings.table_path(DAY_LEDGER),
                               ["event_date", "load_date", "rows_aggregated", "rows_pending"])
     return _sums(counts, "rows"), _sums(ledger, "rows_aggregated"), _sums(ledger, "rows_pending")
 
@@ -72,7 +72,7 @@ def content_changed_days(settings: Settings) -> set[date]:
     other content than the rebuild aggregated, at the same count (rules 6): they are rebuilt.
     Pairs with pending rows, or written before digests were kept, are compared by count only."""
     filtered = _digests(settings.table_path(FILTERED_COUNTS), "rows", "rows_digest")
-    aggregated = _digests(settings.table_path(DAILY_MANIFEST), "rows_aggregated", "digest_aggregated")
+    aggregated = _digests(settings.table_path(DAY_LEDGER), "rows_aggregated", "digest_aggregated")
     _, _, pending = ledger_state(settings)
     return {pair[0] for pair, (rows, digest) in filtered.items()
             if pair in aggregated and not pending.get(pair) and aggregated[pair][0] == rows
@@ -114,7 +114,7 @@ def record_pending(settings: Settings, new_pending: dict[Pair, int]) -> None:
         "last_rebuilt_run_id": pa.array([None] * len(pairs), pa.string()),
         "digest_aggregated": pa.array([None] * len(pairs), pa.int64()),
     })
-    path = settings.table_path(DAILY_MANIFEST)
+    path = settings.table_path(DAY_LEDGER)
     if not DeltaTable.is_deltatable(path):
         write_deltalake(path, source, mode="append")
         return

@@ -19,18 +19,21 @@ ALL_ASSETS = (*HOURLY_ASSETS, DAILY_AGGREGATES, ATTRIBUTES)
 # -- tables that are not assets --------------------------------------------------------------
 REJECTED_EVENTS = "rejected_events"  # base_events' invalid rows, with a reason
 EVENT_COPIES = "event_copies"  # every valid copy of an event: the dedupe index
-PROCESSED_HOURS = "processed_load_hours"  # what each load hour was last processed from
+# The hour ledger and the day ledger (their table names predate these names and stay, for the
+# lakes that hold them): what each load hour was last processed from; per (event day, load
+# day), the rows aggregated and pending. "Manifest" in this code means the processing manifest.
+HOUR_LEDGER = "processed_load_hours"  # what each load hour was last processed from
 FILTERED_COUNTS = "filtered_events_counts"  # filtered rows per (load hour, event day)
 SESSIONS_TO_REFILTER = "sessions_to_refilter"  # changed sessions whose filtered rows are not yet derived again
-DAILY_MANIFEST = "daily_aggregation_manifest"  # per (event day, load day): rows aggregated and pending
+DAY_LEDGER = "daily_aggregation_manifest"  # per (event day, load day): rows aggregated and pending
 USERS_TO_REFRESH = "attributes_users_to_refresh"  # users whose daily rows changed since attributes ran
 PROCESSING_MANIFEST = "processing_manifest"  # the append-only record of every claim and result
 # The state tables shown in the catalog (external assets, observed when a step writes them).
-STATE_TABLES = (REJECTED_EVENTS, EVENT_COPIES, PROCESSED_HOURS, FILTERED_COUNTS, SESSIONS_TO_REFILTER,
-                DAILY_MANIFEST, USERS_TO_REFRESH, PROCESSING_MANIFEST)
+STATE_TABLES = (REJECTED_EVENTS, EVENT_COPIES, HOUR_LEDGER, FILTERED_COUNTS, SESSIONS_TO_REFILTER,
+                DAY_LEDGER, USERS_TO_REFRESH, PROCESSING_MANIFEST)
 # Every table the pipeline keeps (what table maintenance covers).
-ALL_TABLES = (*ALL_ASSETS, REJECTED_EVENTS, EVENT_COPIES, PROCESSED_HOURS, FILTERED_COUNTS, SESSIONS_TO_REFILTER,
-              DAILY_MANIFEST, USERS_TO_REFRESH, PROCESSING_MANIFEST)
+ALL_TABLES = (*ALL_ASSETS, REJECTED_EVENTS, EVENT_COPIES, HOUR_LEDGER, FILTERED_COUNTS, SESSIONS_TO_REFILTER,
+              DAY_LEDGER, USERS_TO_REFRESH, PROCESSING_MANIFEST)
 
 # The concurrency pool of the hourly step (it reads and rewrites session state): a production
 # instance limits it to one step at a time (deploy/dagster.yaml).

@@ -15,7 +15,7 @@ from typing import Callable
 
 import pyarrow as pa
 
-from incremental_assets.names import DAILY_AGGREGATES, HOURLY_ASSETS, PROCESSED_HOURS
+from incremental_assets.names import DAILY_AGGREGATES, HOUR_LEDGER, HOURLY_ASSETS
 from incremental_assets.partitions import (
     floor_hour,
     hour_key,
@@ -83,7 +83,7 @@ def fail_locked_days(settings: Settings, manifest: ManifestStore | None = None) 
 
 def _ledger(settings: Settings) -> pa.Table | None:
     """The processed-hours ledger (`source_version` is null in rows written before it was kept)."""
-    table = read_delta_arrow(settings.table_path(PROCESSED_HOURS))
+    table = read_delta_arrow(settings.table_path(HOUR_LEDGER))
     if table is not None and "source_version" not in table.column_names:
         table = table.append_column("source_version", pa.nulls(table.num_rows, pa.int64()))
     return table

@@ -30,7 +30,7 @@ from incremental_assets.names import (
     AS_OF_TAG,
     ATTRIBUTES,
     DAILY_AGGREGATES,
-    DAILY_MANIFEST,
+    DAY_LEDGER,
     FILTERED_EVENTS,
     USERS_TO_REFRESH,
 )
@@ -74,7 +74,7 @@ def daily_aggregates(context: AssetExecutionContext, warehouse: WarehouseResourc
         return TableOutput(
             df=results.daily, claim=claim, materialized=[results.daily],
             before=[TableWrite(USERS_TO_REFRESH, results.users_to_refresh, "append")],
-            markers=[TableWrite(DAILY_MANIFEST, results.ledger, "replace_range", range_column="event_date")],
+            markers=[TableWrite(DAY_LEDGER, results.ledger, "replace_range", range_column="event_date")],
             metadata=run_state_metadata(context, warehouse.settings),
             payload={"days": f"{first_day}..{date.fromordinal(end_day.toordinal() - 1)}"})
 

@@ -12,12 +12,12 @@ from incremental_assets.names import (
     ALL_ASSETS,
     BASE_EVENTS,
     DAILY_AGGREGATES,
-    DAILY_MANIFEST,
+    DAY_LEDGER,
     EVENT_COPIES,
     FILTERED_COUNTS,
     FILTERED_EVENTS,
+    HOUR_LEDGER,
     LIFECYCLE,
-    PROCESSED_HOURS,
     PROCESSING_MANIFEST,
     REJECTED_EVENTS,
     SESSIONS_TO_REFILTER,
@@ -40,14 +40,14 @@ STATE_TABLE_LINEAGE = {
                       [BASE_EVENTS]),
     EVENT_COPIES: ("Every valid copy of every event by load hour: the index the hourly step deduplicates "
                    "against (the first-loaded copy within dedupe_lookback_days wins).", [BASE_EVENTS]),
-    PROCESSED_HOURS: ("The hour ledger: what each load hour was last processed from (its source fingerprint "
+    HOUR_LEDGER: ("The hour ledger: what each load hour was last processed from (its source fingerprint "
                       "and rules digest), by which run; reconciliation compares it with the source.",
                       [FILTERED_EVENTS]),
     FILTERED_COUNTS: ("Filtered rows (and their content digest) per (load hour, event day): the input of the "
                       "daily ledger.", [FILTERED_EVENTS]),
     SESSIONS_TO_REFILTER: ("Sessions changed by an hour whose filtered rows in other load hours are not yet "
                            "derived again.", [LIFECYCLE]),
-    DAILY_MANIFEST: ("The day ledger: per (event day, load day), filtered rows aggregated into daily_aggregates "
+    DAY_LEDGER: ("The day ledger: per (event day, load day), filtered rows aggregated into daily_aggregates "
                      "and rows pending (late rows held back below min_rows_to_process).", [DAILY_AGGREGATES]),
     USERS_TO_REFRESH: ("Users whose daily rows changed since attributes last ran: what the next attributes run "
                        "recomputes.", [DAILY_AGGREGATES]),

@@ -36,11 +36,11 @@ from incremental_assets.names import (
     EVENT_COPIES,
     FILTERED_COUNTS,
     FILTERED_EVENTS,
+    HOUR_LEDGER,
     HOURLY_ASSETS,
     HOURLY_POOL,
     HOURLY_TURN,
     LIFECYCLE,
-    PROCESSED_HOURS,
     QUARANTINED,
     REJECTED_EVENTS,
     RUN_LIMITS_TAG,
@@ -125,7 +125,7 @@ def hourly_assets(context: AssetExecutionContext, warehouse: WarehouseResource):
                      output_name=QUARANTINED)
         refiltered = [TableWrite(SESSIONS_TO_REFILTER, None, "delete", key="append_id", keys=results.refiltered)] \
             if results.refiltered else []
-        rerun = [TableWrite(PROCESSED_HOURS, lambda: hours_to_run_again(warehouse, results, context.run_id),
+        rerun = [TableWrite(HOUR_LEDGER, lambda: hours_to_run_again(warehouse, results, context.run_id),
                             "merge", merge_keys=("load_hour_tstamp",))] if results.revived else []
         yield Output(TableOutput(
             results.filtered, claim, rows=[results.dominated, results.changed], payload=payload,
@@ -133,7 +133,7 @@ def hourly_assets(context: AssetExecutionContext, warehouse: WarehouseResource):
             after=[TableWrite(FILTERED_COUNTS, lambda: filtered_counts(warehouse, results), "replace_range",
                               range_column="load_hour_tstamp", range=results.counts_range),
                    *refiltered, *rerun],
-            markers=[TableWrite(PROCESSED_HOURS, lambda: processed_hours(warehouse, results, context.run_id),
+            markers=[TableWrite(HOUR_LEDGER, lambda: processed_hours(warehouse, results, context.run_id),
                                 "replace_range", range_column="load_hour_tstamp")]),
             output_name=FILTERED_EVENTS)
 

@@ -50,10 +50,10 @@ def test_a_ranged_run_stores_what_is_the_same_for_every_hour_once(spark, tmp_pat
     # The state tables the step wrote are observed, each with its size after the write.
     from deltalake import DeltaTable
 
-    from incremental_assets.names import EVENT_COPIES, FILTERED_COUNTS, PROCESSED_HOURS
+    from incremental_assets.names import EVENT_COPIES, FILTERED_COUNTS, HOUR_LEDGER
     from incremental_assets.settings import Settings
 
-    for table in (EVENT_COPIES, FILTERED_COUNTS, PROCESSED_HOURS):
+    for table in (EVENT_COPIES, FILTERED_COUNTS, HOUR_LEDGER):
         (observed,) = instance.fetch_observations(AssetKey(table), limit=1).records
         metadata = observed.asset_observation.metadata
         written = DeltaTable(Settings.load().table_path(table))

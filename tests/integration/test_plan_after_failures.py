@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from incremental_assets.names import PROCESSED_HOURS
+from incremental_assets.names import HOUR_LEDGER
 from incremental_assets.planning.processing_manifest import State
 from incremental_assets.progress import plan_load_hours
 from incremental_assets.settings import Settings
@@ -37,7 +37,7 @@ def processed_before(settings: Settings, fingerprint: str) -> None:
                        "source_fingerprint": [fingerprint], "rules_digest": [settings.rules_digest()],
                        "processed_at": pa.array([HOUR + dt.timedelta(hours=1)], pa.timestamp("us", "UTC")),
                        "run_id": ["run-1"], "source_version": pa.array([0], pa.int64())})
-    write_deltalake(settings.table_path(PROCESSED_HOURS), ledger)
+    write_deltalake(settings.table_path(HOUR_LEDGER), ledger)
 
 
 def plan(settings: Settings, manifest: ManifestStore):

@@ -19,7 +19,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from incremental_assets.automation import hourly_sensor, late_days_sensors
 from incremental_assets.definitions import defs, warehouse
-from incremental_assets.names import HOURLY_ASSETS, PLAN_TAG, PROCESSED_HOURS, RANGE_END_TAG, RANGE_START_TAG
+from incremental_assets.names import HOUR_LEDGER, HOURLY_ASSETS, PLAN_TAG, RANGE_END_TAG, RANGE_START_TAG
 from incremental_assets.planning.processing_manifest import State
 from incremental_assets.settings import Settings
 from incremental_assets.sources.load_hours import file_hours, holds_no_load_time, source_snapshot
@@ -65,7 +65,7 @@ def mark_processed(source, first: datetime, end: datetime, run_id: str = "run-1"
     settings = Settings.load()
     hours = [first + i * H for i in range((end - first) // H)]
     fingerprints = source_snapshot(str(source), first, end).fingerprints
-    write_deltalake(settings.table_path(PROCESSED_HOURS), pa.table({
+    write_deltalake(settings.table_path(HOUR_LEDGER), pa.table({
         "load_hour_tstamp": pa.array(hours, pa.timestamp("us", "UTC")),
         "source_fingerprint": [fingerprints.get(h, "") for h in hours],
         "rules_digest": [settings.rules_digest()] * len(hours),

@@ -97,7 +97,7 @@ def kill_in_delta_commit(table: str) -> None:
 def kill_in_pending_write() -> None:
     """The daily ledger's pending counts are written, then taken back, and the process dies."""
     import incremental_assets.ledger as ledger
-    from incremental_assets.names import DAILY_MANIFEST
+    from incremental_assets.names import DAY_LEDGER
     from incremental_assets.settings import Settings
 
     real = ledger.record_pending
@@ -105,7 +105,7 @@ def kill_in_pending_write() -> None:
     def record_pending(settings: Settings, new_pending):
         real(settings, new_pending)
         if new_pending:
-            take_back_last_commit(settings.table_path(DAILY_MANIFEST))
+            take_back_last_commit(settings.table_path(DAY_LEDGER))
             die()
 
     ledger.record_pending = record_pending
