@@ -62,7 +62,8 @@ from incremental_assets.names import (
     RANGE_START_TAG,
     SOURCE_EVENTS,
 )
-from incremental_assets.partitions import HOUR, daily_partitions, hourly_partitions, parse_hour_key
+from incremental_assets.partitions import daily_partitions, hourly_partitions
+from incremental_assets.planning.hours import HOUR, parse_hour_key
 from incremental_assets.planning.processing_manifest import ItemStatus
 from incremental_assets.progress import source_version_before
 from incremental_assets.sources.load_hours import source_columns

@@ -27,7 +27,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from incremental_assets.names import BASE_EVENTS, EVENT_COPIES, FILTERED_EVENTS, LIFECYCLE, SESSIONS_TO_REFILTER
-from incremental_assets.partitions import floor_hour, hours_between
+from incremental_assets.planning.hours import floor_hour, hours_between
 from incremental_assets.planning.reconcile import RUN_AGAIN
 from incremental_assets.sources.load_hours import SourceSnapshot, source_snapshot
 from incremental_assets.sources.reader import read_source

@@ -1,5 +1,6 @@
-"""Every PartitionsDefinition and PartitionMapping of the project, and the helpers that turn
-times into partition keys and back.
+"""Every PartitionsDefinition and PartitionMapping of the project, and the settings as the code
+location loads them (LOAD_SETTINGS: the one place that reads them at import). Hour and day
+arithmetic (keys, floors, ranges) is in `planning.hours`.
 
 Two time axes: hourly partitions are *load* hours (a closed load hour never changes);
 daily partitions are *event* days (they keep receiving late events). Partition starts come
@@ -9,8 +10,6 @@ from the `start_date` setting as the environment gives it when the code location
 from __future__ import annotations
 
 import warnings
-from datetime import date, datetime, timedelta, timezone
-from typing import Iterable
 
 from dagster import (
     BackfillPolicy,
@@ -21,11 +20,8 @@ from dagster import (
     TimeWindowPartitionMapping,
 )
 
+from incremental_assets.planning.hours import DAY_KEY_FORMAT, HOUR_KEY_FORMAT
 from incremental_assets.settings import Settings
-
-HOUR = timedelta(hours=1)
-HOUR_KEY_FORMAT = "%Y-%m-%d-%H:%M"
-DAY_KEY_FORMAT = "%Y-%m-%d"
 
 # The project relies on a few beta or preview Dagster features on purpose; their warnings would
 # repeat on every load. Only those warnings are hidden, by their messages: any other stays shown.
@@ -69,49 +65,3 @@ def filtered_hours_of_day(reprocess_days: int) -> TimeWindowPartitionMapping:
     """
     return TimeWindowPartitionMapping(start_offset=0, end_offset=reprocess_days,
                                       allow_nonexistent_upstream_partitions=True)
-
-
-def floor_hour(ts: datetime) -> datetime:
-    """The start of the UTC hour `ts` falls in. A naive `ts` (a TIMESTAMP_NTZ value from a Delta
-    log) is a UTC wall time, as the runs read it (Spark's session time zone is UTC), never the
-    host's local time."""
-    if ts.tzinfo is None:
-        ts = ts.replace(tzinfo=timezone.utc)
-    return ts.astimezone(timezone.utc).replace(minute=0, second=0, microsecond=0)
-
-
-def hour_key(hour: datetime) -> str:
-    return hour.astimezone(timezone.utc).strftime(HOUR_KEY_FORMAT)
-
-
-def parse_hour_key(key: str) -> datetime:
-    return datetime.strptime(key, HOUR_KEY_FORMAT).replace(tzinfo=timezone.utc)
-
-
-def day_key(day: date) -> str:
-    return day.strftime(DAY_KEY_FORMAT)
-
-
-def parse_day_key(key: str) -> date:
-    return datetime.strptime(key, DAY_KEY_FORMAT).date()
-
-
-def hour_keys(start: datetime, end: datetime) -> tuple[str, str]:
-    """First and last hourly partition key of the hours [start, end)."""
-    return hour_key(start), hour_key(end - HOUR)
-
-
-def hours_between(start: datetime, end: datetime) -> list[datetime]:
-    """The hour starts in [start, end), both hour-aligned."""
-    return [start + i * HOUR for i in range(int((end - start) / HOUR))]
-
-
-def contiguous_ranges(days: Iterable[date]) -> list[tuple[date, date]]:
-    """Sorted days grouped into inclusive (first, last) runs of consecutive days."""
-    ranges: list[tuple[date, date]] = []
-    for day in sorted(set(days)):
-        if ranges and day == ranges[-1][1] + timedelta(days=1):
-            ranges[-1] = (ranges[-1][0], day)
-        else:
-            ranges.append((day, day))
-    return ranges

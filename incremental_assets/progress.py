@@ -16,14 +16,8 @@ from typing import Callable
 import pyarrow as pa
 
 from incremental_assets.names import DAILY_AGGREGATES, HOUR_LEDGER, HOURLY_ASSETS
-from incremental_assets.partitions import (
-    floor_hour,
-    hour_key,
-    hour_keys,
-    hourly_partitions,
-    parse_day_key,
-    parse_hour_key,
-)
+from incremental_assets.partitions import hourly_partitions
+from incremental_assets.planning.hours import floor_hour, hour_key, hour_keys, parse_day_key, parse_hour_key
 from incremental_assets.planning.processing_manifest import ItemStatus, Record, State
 from incremental_assets.planning.reconcile import (
     HoursPlan,

@@ -41,7 +41,7 @@ from incremental_assets.names import (
     RUN_LIMITS_TAG,
     RUN_STATE_TAG,
 )
-from incremental_assets.partitions import HOUR, contiguous_ranges, day_key, floor_hour, hour_keys
+from incremental_assets.planning.hours import HOUR, contiguous_ranges, day_key, floor_hour, hour_keys
 from incremental_assets.planning.late_days import LateDaysPlan
 from incremental_assets.planning.reconcile import split_ranges
 from incremental_assets.planning.run_limits import RunLimits

@@ -34,7 +34,8 @@ from incremental_assets.names import (
     FILTERED_EVENTS,
     USERS_TO_REFRESH,
 )
-from incremental_assets.partitions import LOAD_SETTINGS, daily_partitions, day_key, filtered_hours_of_day, single_run
+from incremental_assets.partitions import LOAD_SETTINGS, daily_partitions, filtered_hours_of_day, single_run
+from incremental_assets.planning.hours import day_key
 from incremental_assets.planning.processing_manifest import ItemStatus
 from resources.manifest import ItemLockedError, abandoned_lock_check, split_item_id
 from resources.manifest_io_manager import TableOutput, TableWrite, claimed

@@ -47,7 +47,8 @@ from incremental_assets.names import (
     SESSIONS_TO_REFILTER,
     SOURCE_EVENTS,
 )
-from incremental_assets.partitions import hour_key, hourly_partitions, hours_per_run
+from incremental_assets.partitions import hourly_partitions, hours_per_run
+from incremental_assets.planning.hours import hour_key
 from incremental_assets.sources.reader import require_source
 from resources.manifest_io_manager import TableOutput, TableWrite, claimed
 from resources.warehouse import WarehouseResource

@@ -39,7 +39,8 @@ from incremental_assets.names import (
     SOURCE_EVENTS,
     SOURCE_VERSION_TAG,
 )
-from incremental_assets.partitions import LOAD_SETTINGS, hour_key, hour_keys, hours_between
+from incremental_assets.partitions import LOAD_SETTINGS
+from incremental_assets.planning.hours import hour_key, hour_keys, hours_between
 from incremental_assets.progress import first_load_hour, plan_load_hours
 from incremental_assets.settings import parse_utc_datetime
 from incremental_assets.sources.load_hours import source_snapshot

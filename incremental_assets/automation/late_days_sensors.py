@@ -39,7 +39,7 @@ from incremental_assets.names import (
     RUN_LIMITS_TAG,
     RUN_STATE_TAG,
 )
-from incremental_assets.partitions import contiguous_ranges, day_key
+from incremental_assets.planning.hours import contiguous_ranges, day_key
 from incremental_assets.progress import fail_locked_days
 from resources.warehouse import WarehouseResource
 

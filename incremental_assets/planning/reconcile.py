@@ -26,8 +26,8 @@ from datetime import datetime, timedelta
 
 from incremental_assets.planning._time import finite_number, non_negative_timedelta, utc, whole_number
 from incremental_assets.planning.cursors import DatetimeCursor
+from incremental_assets.planning.hours import HOUR, hours_between
 
-HOUR = timedelta(hours=1)
 # Due hours separated only by hours without data run as one range when the gap is shorter than
 # this: a run costs far more than an empty hour in it, and a longer gap would only add claims.
 BRIDGED_GAP = timedelta(hours=24)
@@ -83,22 +83,18 @@ class HoursPlan:
         cadence while history is re-run (a rules change, a backfill); else the oldest."""
         present = set(self.present)
         for start, end in self.ranges:
-            if present.intersection(_hours(start, end)):
+            if present.intersection(hours_between(start, end)):
                 return start, end
         return self.ranges[0] if self.ranges else None
 
     @property
     def hours(self) -> list[datetime]:
-        return [h for start, end in self.ranges for h in _hours(start, end)]
+        return [h for start, end in self.ranges for h in hours_between(start, end)]
 
     @property
     def due(self) -> list[datetime]:
         """The hours whose data or rules changed (look-back hours are not due, only re-run)."""
         return sorted(self.new + self.changed + self.removed)
-
-
-def _hours(start: datetime, end: datetime) -> list[datetime]:
-    return [start + i * HOUR for i in range((end - start) // HOUR)]
 
 
 def _ranges(hours: list[datetime], bridgeable: Collection[datetime] = ()) -> list[tuple[datetime, datetime]]:
@@ -107,7 +103,7 @@ def _ranges(hours: list[datetime], bridgeable: Collection[datetime] = ()) -> lis
     ranges: list[tuple[datetime, datetime]] = []
     for hour in sorted(hours):
         if ranges and (ranges[-1][1] == hour or (
-                hour - ranges[-1][1] < BRIDGED_GAP and all(h in bridgeable for h in _hours(ranges[-1][1], hour)))):
+                hour - ranges[-1][1] < BRIDGED_GAP and all(h in bridgeable for h in hours_between(ranges[-1][1], hour)))):
             ranges[-1] = (ranges[-1][0], hour + HOUR)
         else:
             ranges.append((hour, hour + HOUR))
@@ -177,7 +173,7 @@ def hours_to_run(source: Mapping[datetime, str], processed: Mapping[datetime, Pr
     due = sorted(new + changed + removed)
     relook = []
     if lookback and last_data_end is not None:
-        relook = [h for h in _hours(last_data_end - HOUR * int(lookback / HOUR), last_data_end)
+        relook = [h for h in hours_between(last_data_end - HOUR * int(lookback / HOUR), last_data_end)
                   if h in source and h not in excluded and h not in due]
     # The backfill window counts from the oldest hour that is really due: look-back hours
     # (always "due", always before it) must never hold the due hours back, or every run would

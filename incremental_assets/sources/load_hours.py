@@ -30,7 +30,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
-from incremental_assets.partitions import HOUR, floor_hour
+from incremental_assets.planning.hours import HOUR, floor_hour
 from incremental_assets.sources.schema import PARTITION_COLUMN
 
 

@@ -325,7 +325,7 @@ def sensor_tick(sensor, instance, cursor=None):
 @pytest.mark.slow
 def test_sensors_drive_the_jobs_hour_by_hour(env, monkeypatch, generated_events):
     from incremental_assets.ledger import rows_accounted_for, unaccounted
-    from incremental_assets.partitions import contiguous_ranges
+    from incremental_assets.planning.hours import contiguous_ranges
 
     source, instance = env
     monkeypatch.setenv("INCREMENTAL_ATTRIBUTES_AS_OF", "2026-01-06")
