@@ -5,8 +5,9 @@ skip. Nothing here starts Spark."""
 from datetime import datetime
 
 from incremental_assets.names import HOURLY_ASSETS
+from incremental_assets.planning.estimates import describe_duration, estimated_seconds, fit_step_cost
 from incremental_assets.planning.processing_manifest import PROBLEM_STATUSES
-from incremental_assets.progress import plan_next_run, processed_hours
+from incremental_assets.progress import hourly_step_samples, hours_under_other_rules, plan_next_run, processed_hours
 from incremental_assets.settings import Settings
 from resources.manifest import ItemState, ManifestStore, item_id, split_item_id
 
@@ -23,6 +24,7 @@ def describe_limits(settings: Settings, now: datetime) -> str:
     else:
         lines = [f"{plan.state.name.replace('_', ' ').capitalize()}: nothing to process now",
                  f"  next run: {plan.describe()}"]
+    lines.append(f"  {_due_work(settings, plan, manifest)}")
     processed = processed_hours(settings)
     if processed:
         with_data = sorted(h for h, p in processed.items() if p.fingerprint)
@@ -37,6 +39,21 @@ def describe_limits(settings: Settings, now: datetime) -> str:
         lines.append(f"  {len(problems)} item(s) need attention:")
         lines += [f"    {_item_line(s)}" for s in sorted(problems, key=lambda s: s.item_id)]
     return "\n".join(lines)
+
+
+def _due_work(settings: Settings, plan, manifest: ManifestStore) -> str:
+    """The load hours due, why, and how long they should take at the hourly step's recorded cost."""
+    due = set(plan.hours.due) | set(plan.hours.deferred)
+    if not due:
+        return "due: nothing"
+    other_rules = due & hours_under_other_rules(settings)
+    reasons = [(other_rules, "processed under other rules (a settings change)"), (plan.hours.new, "new"),
+               (set(plan.hours.changed) - other_rules, "whose data changed"), (plan.hours.removed, "whose data is gone")]
+    why = ", ".join(f"{len(hours)} {reason}" for hours, reason in reasons if hours) or "look-back"
+    cost = fit_step_cost(hourly_step_samples(manifest.records()))
+    estimate = (f"{describe_duration(estimated_seconds(cost, len(due), settings.max_hours_per_run))} at the hourly "
+                f"step's recorded cost ({cost.describe()})" if cost else "no hourly step recorded yet to estimate from")
+    return f"due: {len(due)} load hour(s) ({why}); {estimate}"
 
 
 def _item_line(state: ItemState) -> str:

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
-from typing import Callable
+from typing import Callable, Iterable
 
 import pyarrow as pa
 
-from incremental_assets.names import DAILY_AGGREGATES, HOUR_LEDGER, HOURLY_ASSETS
+from incremental_assets.names import BASE_EVENTS, DAILY_AGGREGATES, HOUR_LEDGER, HOURLY_ASSETS
 from incremental_assets.partitions import hourly_partitions
 from incremental_assets.planning.hours import floor_hour, hour_key, hour_keys, parse_day_key, parse_hour_key
 from incremental_assets.planning.processing_manifest import ItemStatus, Record, State
@@ -107,6 +107,17 @@ def processed_hours(settings: Settings, ledger: pa.Table | None = None) -> dict[
                                               utc_datetimes(table["processed_at"]))}
 
 
+def hours_under_other_rules(settings: Settings) -> set[datetime]:
+    """The processed load hours whose rules digest is not the settings' now: a change of
+    app_ids, event_names or a rejection rule makes them due again."""
+    table = _ledger(settings)
+    if table is None:
+        return set()
+    digest = settings.rules_digest()
+    return {hour for hour, rule in zip(utc_datetimes(table["load_hour_tstamp"]), table["rules_digest"].to_pylist())
+            if rule != digest}
+
+
 def unchanged_by_maintenance(processed: dict[datetime, ProcessedHour], ledger: pa.Table | None,
                              source: dict[datetime, str], snapshot: SourceSnapshot | None,
                              digest: str) -> dict[datetime, ProcessedHour]:
@@ -188,6 +199,28 @@ def first_load_hour(settings: Settings) -> datetime:
     """The first load hour processed: start_date's hour, but never before the hourly partitions
     start (they are fixed when the code location loads)."""
     return max(floor_hour(settings.start_date), floor_hour(hourly_partitions.start))
+
+
+# Recent hourly steps the cost model is fitted on (`planning.estimates`).
+COST_SAMPLES = 20
+
+
+def hourly_step_samples(records: Iterable[Record], limit: int = COST_SAMPLES) -> list[tuple[int, float]]:
+    """(load hours, seconds) of the last `limit` hourly steps that succeeded, from the manifest:
+    each step's claim of its base_events items to their PROCESSED record."""
+    claimed_at: dict[str, datetime] = {}
+    done: dict[str, tuple[set[str], datetime]] = {}
+    for record in records:
+        if split_item_id(record.item_id)[0] != BASE_EVENTS or record.recorded_at is None:
+            continue
+        if record.state is State.PROCESSING:
+            claimed_at[record.run_id] = min(record.recorded_at, claimed_at.get(record.run_id, record.recorded_at))
+        elif record.state is State.PROCESSED:
+            items, at = done.get(record.run_id, (set(), record.recorded_at))
+            done[record.run_id] = ({*items, record.item_id}, max(at, record.recorded_at))
+    steps = sorted((at, len(items), (at - claimed_at[run]).total_seconds())
+                   for run, (items, at) in done.items() if run in claimed_at)
+    return [(hours, seconds) for _, hours, seconds in steps[-limit:]]
 
 
 def end_load_hour(settings: Settings) -> datetime | None:

@@ -81,6 +81,14 @@ def test_a_failed_item_is_reported_resolved_and_the_next_run_proceeds(lake, dags
     # The runs went to the instance in DAGSTER_HOME, where the UI shows them.
     assert len(DagsterInstance.get().get_run_records()) >= 3
 
+    # A rules change makes the processed hour due again: limits says so, and what it should cost
+    # at the hourly step's recorded rate (one successful step so far).
+    monkeypatch.setenv("INCREMENTAL_APP_IDS", "only-this-app")
+    assert cli.main(["limits", "--now", UNTIL]) == 0
+    report = capsys.readouterr().out
+    assert "due: 1 load hour(s) (1 processed under other rules (a settings change))" in report, report
+    assert "at the hourly step's recorded cost" in report and "from the last 1 hourly step(s)" in report
+
 
 def test_manifest_admin_job_resolves_and_skips_items(dagster_home):
     from incremental_assets.definitions import defs
