@@ -63,16 +63,18 @@ def hour_states(manifest: ManifestStore) -> HourStates:
     return states
 
 
-def fail_locked_days(settings: Settings, manifest: ManifestStore | None = None) -> dict[date, str]:
-    """Event days whose daily_aggregates item a failed run left fail-locked: day -> item id.
+def fail_locked_days(settings: Settings, days: Iterable[date]) -> dict[date, str]:
+    """Those of `days` whose daily_aggregates item a failed run left fail-locked: day -> item id.
     None with auto_resolve_failures (the claim of the next run resolves them). A daily run over
     such a day would fail at its claim: the day waits for an operator, the others go on."""
     if settings.auto_resolve_failures:
         return {}
-    states = (manifest or ManifestStore.of(settings)).unsettled_states()
-    return {parse_day_key(key): item for item, state in states.items()
+    days = set(days)
+    states = ManifestStore.of(settings).unsettled_states()
+    return {day: item for item, state in states.items()
             for asset, key in [split_item_id(item)]
-            if asset == DAILY_AGGREGATES and key and state.status is ItemStatus.FAIL_LOCKED}
+            if asset == DAILY_AGGREGATES and key and state.status is ItemStatus.FAIL_LOCKED
+            for day in [parse_day_key(key)] if day in days}
 
 
 def _ledger(settings: Settings) -> pa.Table | None:

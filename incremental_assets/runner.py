@@ -236,7 +236,7 @@ def late_days_and_attributes(settings: Settings, *, instance, report: RunReport,
         echo("  late rows pending (below min_rows_to_process): "
              + ", ".join(f"{d}: {n}" for d, n in sorted(late.skipped.items())))
     days = set(late.days) | set(also)
-    blocked = {day: item for day, item in fail_locked_days(settings).items() if day in days}
+    blocked = fail_locked_days(settings, days)
     if blocked:
         echo(f"  daily_aggregates not run for {len(blocked)} fail-locked event day(s): resolve "
              + ", ".join(sorted(blocked.values())))

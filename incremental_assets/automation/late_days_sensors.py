@@ -55,7 +55,7 @@ def late_day_requests(warehouse: WarehouseResource, instance) -> list[RunRequest
     if not unaccounted(settings) and not content_changed_days(settings):
         return SkipReason("every filtered row is aggregated or pending: no event day to rebuild")
     plan = plan_late_days(settings)
-    blocked = {day: item for day, item in fail_locked_days(settings).items() if day in plan.days}
+    blocked = fail_locked_days(settings, plan.days)
     ranges = contiguous_ranges(day for day in plan.days if day not in blocked)
     if not ranges and blocked:
         return SkipReason(f"{len(blocked)} event day(s) to rebuild are fail-locked: fix the cause, then "
