@@ -14,6 +14,7 @@ Invariant once a plan is carried out: for every pair, aggregated + pending = fil
 
 from __future__ import annotations
 
+import functools
 from datetime import date
 
 import pyarrow as pa
@@ -29,32 +30,17 @@ Pair = tuple[date, date]  # (event day, load day)
 
 def _sums(table: pa.Table | None, value: str) -> dict[Pair, int]:
     sums: dict[Pair, int] = {}
-    for row in table.to_pylist() if table is not None else []:
+    if table is None:
+        return sums
+    for row in table.select(["event_date", "load_date", value]).to_pylist():
         key = (row["event_date"], row["load_date"])
         sums[key] = sums.get(key, 0) + (row[value] or 0)
     return sums
 
 
-def ledger_state(settings: Settings) -> tuple[dict[Pair, int], dict[Pair, int], dict[Pair, int]]:
-    """Filtered, aggregated and pending rows per (event day, load day)."""
-    counts = read_delta_arrow(settings.table_path(FILTERED_COUNTS), ["event_date", "load_date", "rows"])
-    ledger = read_delta_arrow(settings.table_path(DAY_LEDGER),
-                              ["event_date", "load_date", "rows_aggregated", "rows_pending"])
-    return _sums(counts, "rows"), _sums(ledger, "rows_aggregated"), _sums(ledger, "rows_pending")
-
-
-def unaccounted(settings: Settings) -> dict[Pair, int]:
-    """filtered - aggregated - pending for every pair where it is not 0."""
-    filtered, aggregated, pending = ledger_state(settings)
-    pairs = filtered.keys() | aggregated.keys() | pending.keys()
-    differences = {p: filtered.get(p, 0) - aggregated.get(p, 0) - pending.get(p, 0) for p in pairs}
-    return {p: n for p, n in differences.items() if n}
-
-
-def _digests(path: str, rows: str, digest: str) -> dict[Pair, tuple[int, int | None]]:
+def _digests(table: pa.Table | None, rows: str, digest: str) -> dict[Pair, tuple[int, int | None]]:
     """Per pair: the rows and the sum of their content digests (None where a row was written
     before digests were kept, or the table has none)."""
-    table = read_delta_arrow(path)
     sums: dict[Pair, tuple[int, int | None]] = {}
     if table is None:
         return sums
@@ -67,27 +53,66 @@ def _digests(path: str, rows: str, digest: str) -> dict[Pair, tuple[int, int | N
     return sums
 
 
+class DailyLedger:
+    """Both tables the daily ledger is made of, read once: the filtered rows per (load hour,
+    event day) and the day ledger; every question below is answered from that one read."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.counts = read_delta_arrow(settings.table_path(FILTERED_COUNTS))
+        self.ledger = read_delta_arrow(settings.table_path(DAY_LEDGER))
+
+    @functools.cached_property
+    def state(self) -> tuple[dict[Pair, int], dict[Pair, int], dict[Pair, int]]:
+        """Filtered, aggregated and pending rows per (event day, load day)."""
+        return (_sums(self.counts, "rows"), _sums(self.ledger, "rows_aggregated"),
+                _sums(self.ledger, "rows_pending"))
+
+    @functools.cached_property
+    def unaccounted(self) -> dict[Pair, int]:
+        """filtered - aggregated - pending for every pair where it is not 0."""
+        filtered, aggregated, pending = self.state
+        pairs = filtered.keys() | aggregated.keys() | pending.keys()
+        differences = {p: filtered.get(p, 0) - aggregated.get(p, 0) - pending.get(p, 0) for p in pairs}
+        return {p: n for p, n in differences.items() if n}
+
+    @functools.cached_property
+    def content_changed_days(self) -> set[date]:
+        """Event days with a fully aggregated (event day, load day) pair whose filtered rows hold
+        other content than the rebuild aggregated, at the same count (rules 6): they are rebuilt.
+        Pairs with pending rows, or written before digests were kept, are compared by count only."""
+        filtered = _digests(self.counts, "rows", "rows_digest")
+        aggregated = _digests(self.ledger, "rows_aggregated", "digest_aggregated")
+        _, _, pending = self.state
+        return {pair[0] for pair, (rows, digest) in filtered.items()
+                if pair in aggregated and not pending.get(pair) and aggregated[pair][0] == rows
+                and digest is not None and aggregated[pair][1] is not None and aggregated[pair][1] != digest}
+
+
+def ledger_state(settings: Settings) -> tuple[dict[Pair, int], dict[Pair, int], dict[Pair, int]]:
+    """Filtered, aggregated and pending rows per (event day, load day)."""
+    return DailyLedger(settings).state
+
+
+def unaccounted(settings: Settings) -> dict[Pair, int]:
+    """filtered - aggregated - pending for every pair where it is not 0."""
+    return DailyLedger(settings).unaccounted
+
+
 def content_changed_days(settings: Settings) -> set[date]:
-    """Event days with a fully aggregated (event day, load day) pair whose filtered rows hold
-    other content than the rebuild aggregated, at the same count (rules 6): they are rebuilt.
-    Pairs with pending rows, or written before digests were kept, are compared by count only."""
-    filtered = _digests(settings.table_path(FILTERED_COUNTS), "rows", "rows_digest")
-    aggregated = _digests(settings.table_path(DAY_LEDGER), "rows_aggregated", "digest_aggregated")
-    _, _, pending = ledger_state(settings)
-    return {pair[0] for pair, (rows, digest) in filtered.items()
-            if pair in aggregated and not pending.get(pair) and aggregated[pair][0] == rows
-            and digest is not None and aggregated[pair][1] is not None and aggregated[pair][1] != digest}
+    return DailyLedger(settings).content_changed_days
 
 
-def plan_late_days(settings: Settings) -> LateDaysPlan:
+def plan_late_days(settings: Settings, ledger: DailyLedger | None = None) -> LateDaysPlan:
     """The event days to rebuild now; the late rows of the others are recorded as pending."""
-    open_rows = {(day, load_day): n for (day, load_day), n in unaccounted(settings).items()
+    ledger = ledger or DailyLedger(settings)
+    open_rows = {(day, load_day): n for (day, load_day), n in ledger.unaccounted.items()
                  if day >= settings.start_date.date()}
     # Rebuilt whatever seed 001 says: a day with fewer rows than accounted for (a rerun removed
     # some), or with other content at the same count (rows corrected in place).
     must_rebuild = {day for (day, _), n in open_rows.items() if n < 0}
-    must_rebuild |= {day for day in content_changed_days(settings) if day >= settings.start_date.date()}
-    _, _, pending = ledger_state(settings)
+    must_rebuild |= {day for day in ledger.content_changed_days if day >= settings.start_date.date()}
+    _, _, pending = ledger.state
     pending_by_day: dict[date, int] = {}
     for (day, _), n in pending.items():
         pending_by_day[day] = pending_by_day.get(day, 0) + n
@@ -143,12 +168,12 @@ def days_loaded_between(settings: Settings, start, end) -> set[date]:
 def rows_accounted_for(settings: Settings) -> dict:
     """Per event day, filtered rows against rows aggregated + rows pending; `broken`: the days
     with an unaccounted (event day, load day) pair, each with filtered - aggregated - pending."""
-    state = ledger_state(settings)
-    filtered, aggregated, pending = ({day: 0 for day, _ in sums} for sums in state)
-    for totals, sums in zip((filtered, aggregated, pending), state):
+    ledger = DailyLedger(settings)
+    filtered, aggregated, pending = ({day: 0 for day, _ in sums} for sums in ledger.state)
+    for totals, sums in zip((filtered, aggregated, pending), ledger.state):
         for (day, _), n in sums.items():
             totals[day] += n
-    off_days = {day for day, _ in unaccounted(settings)}
+    off_days = {day for day, _ in ledger.unaccounted}
     day_difference = conservation_check(filtered, aggregated, pending)
     return {"filtered": filtered, "aggregated": aggregated, "pending": pending,
             "broken": {day: day_difference.get(day, 0) for day in sorted(off_days)}}

@@ -29,7 +29,7 @@ from deltalake import DeltaTable
 from incremental_assets.automation.hourly_sensor import HOURLY_KEYS, work_in_progress
 from incremental_assets.automation.jobs import attributes_job, daily_job, hourly_job
 from incremental_assets.automation.status import SCHEDULE_STATUS, SENSOR_STATUS
-from incremental_assets.ledger import content_changed_days, plan_late_days, unaccounted
+from incremental_assets.ledger import DailyLedger, plan_late_days
 from incremental_assets.names import (
     DAILY_AGGREGATES,
     PLAN_RUNS_TAG,
@@ -52,9 +52,10 @@ def late_day_requests(warehouse: WarehouseResource, instance) -> list[RunRequest
     if busy:
         return SkipReason(f"waiting for {busy} to finish")
     settings = warehouse.settings
-    if not unaccounted(settings) and not content_changed_days(settings):
+    ledger = DailyLedger(settings)
+    if not ledger.unaccounted and not ledger.content_changed_days:
         return SkipReason("every filtered row is aggregated or pending: no event day to rebuild")
-    plan = plan_late_days(settings)
+    plan = plan_late_days(settings, ledger)
     blocked = fail_locked_days(settings, plan.days)
     ranges = contiguous_ranges(day for day in plan.days if day not in blocked)
     if not ranges and blocked:

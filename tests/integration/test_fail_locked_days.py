@@ -2,6 +2,7 @@
 days and name the locked one, instead of launching a daily run that fails at its claim, every
 minute. The manifest is real (delta-rs); the daily ledger's plan is given. No Spark."""
 import datetime as dt
+from types import SimpleNamespace
 
 import pytest
 from dagster import build_sensor_context, instance_for_test
@@ -25,8 +26,10 @@ def never_finished(_lock):
 @pytest.fixture
 def settings(empty_warehouse_settings, monkeypatch):
     for module in (late_days_sensors, runner):
-        monkeypatch.setattr(module, "plan_late_days", lambda _settings: LateDaysPlan(days=DAYS, skipped={}))
-    monkeypatch.setattr(late_days_sensors, "unaccounted", lambda _settings: {(DAYS[0], DAYS[0]): 1})
+        monkeypatch.setattr(module, "plan_late_days", lambda *_: LateDaysPlan(days=DAYS, skipped={}))
+    # The daily ledger has rows nobody planned yet.
+    monkeypatch.setattr(late_days_sensors, "DailyLedger", lambda _settings: SimpleNamespace(
+        unaccounted={(DAYS[0], DAYS[0]): 1}, content_changed_days=set()))
     monkeypatch.setattr(late_days_sensors, "work_in_progress", lambda *_: None)
     settings = empty_warehouse_settings
     manifest = ManifestStore.of(settings)
@@ -53,7 +56,7 @@ def test_the_sensor_rebuilds_the_other_days_around_a_fail_locked_one(settings):
 
 def test_the_sensor_skips_naming_the_item_when_only_locked_days_are_due(settings, monkeypatch):
     monkeypatch.setattr(late_days_sensors, "plan_late_days",
-                        lambda _settings: LateDaysPlan(days=[dt.date(2026, 1, 7)], skipped={}))
+                        lambda *_: LateDaysPlan(days=[dt.date(2026, 1, 7)], skipped={}))
     with instance_for_test() as instance:
         result = late_days_tick(instance)
     assert not result.run_requests
