@@ -14,7 +14,7 @@ from typing import Any, Mapping, Optional
 from dagster import ConfigurableResource, EnvVar, InitResourceContext, ResourceDependency
 from pydantic import Field, PrivateAttr
 
-from incremental_assets.settings import Settings
+from incremental_assets.settings import ENV_PREFIX, Settings
 from resources.manifest import ManifestStore
 from resources.spark import SparkResource
 from resources.tables import TableStore, table_store
@@ -25,7 +25,7 @@ _DEFAULTS = Settings().describe()
 def setting(name: str) -> Any:
     """A resource field for setting `name`: empty unless given, described with its default."""
     default = _DEFAULTS[name] or "none"
-    return Field(default=None, description=f"Default {default}, or INCREMENTAL_{name.upper()} when set.")
+    return Field(default=None, description=f"Default {default}, or {ENV_PREFIX}{name.upper()} when set.")
 
 
 def _resolved(value: Any) -> Any:
@@ -81,12 +81,12 @@ class WarehouseResource(ConfigurableResource):
         (read again when a run starts), any other as the value it parses to (the environment
         was validated when the code location loaded it)."""
         environ = os.environ if environ is None else environ
-        given = {name for name in Settings.__dataclass_fields__ if environ.get(f"INCREMENTAL_{name.upper()}")}
+        given = {name for name in Settings.__dataclass_fields__ if environ.get(ENV_PREFIX + name.upper())}
         parsed = Settings.load(environ=environ)
         values: dict[str, Any] = {}
         for name in given:
             if cls.model_fields[name].annotation == Optional[str]:
-                values[name] = EnvVar(f"INCREMENTAL_{name.upper()}")
+                values[name] = EnvVar(ENV_PREFIX + name.upper())
             else:
                 value = getattr(parsed, name)
                 values[name] = list(value) if isinstance(value, tuple) else value
