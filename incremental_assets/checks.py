@@ -354,6 +354,7 @@ def no_stale_locks(context: AssetCheckExecutionContext, warehouse: WarehouseReso
 # -- source: its columns did not change ------------------------------------------------------
 
 def column_changes(before: dict[str, str], after: dict[str, str]) -> dict[str, list[str]]:
+    """Columns added, removed and retyped between two schemas (name -> type)."""
     return {"added": sorted(after.keys() - before.keys()), "removed": sorted(before.keys() - after.keys()),
             "retyped": sorted(f"{name}: {before[name]} -> {after[name]}"
                               for name in before.keys() & after.keys() if before[name] != after[name])}

@@ -99,10 +99,6 @@ def unaccounted(settings: Settings) -> dict[Pair, int]:
     return DailyLedger(settings).unaccounted
 
 
-def content_changed_days(settings: Settings) -> set[date]:
-    return DailyLedger(settings).content_changed_days
-
-
 def plan_late_days(settings: Settings, ledger: DailyLedger | None = None) -> LateDaysPlan:
     """The event days to rebuild now; the late rows of the others are recorded as pending."""
     ledger = ledger or DailyLedger(settings)

@@ -256,10 +256,11 @@ def backfill(start: date, end: date, *, instance, echo: Echo = print, now: datet
     [start, end], then attributes."""
     settings = Settings.load()
     now = now or datetime.now(timezone.utc)
+    partitions_end = end_load_hour(settings)  # end_date's, or None: no end
     first_hour = max(datetime.combine(start, datetime.min.time(), tzinfo=timezone.utc), first_load_hour(settings))
-    # Never past now, nor past the partitions' end (end_date).
+    # Never past now, nor past the partitions' end.
     end_hour = min(datetime.combine(end + timedelta(days=1), datetime.min.time(), tzinfo=timezone.utc),
-                   floor_hour(now), end_load_hour(settings) or floor_hour(now))
+                   floor_hour(now), partitions_end or floor_hour(now))
     report = RunReport()
     if first_hour >= end_hour:
         echo(f"  nothing to backfill between {start} and {end}")
@@ -279,8 +280,9 @@ def backfill(start: date, end: date, *, instance, echo: Echo = print, now: datet
             return report
     touched = days_loaded_between(settings, first_hour, end_hour)
     requested = {start + timedelta(days=i) for i in range((end - start).days + 1)}
-    # Daily partitions exist from start_date through today (or end_date): nothing outside them is rebuilt.
-    last_day = min(now.date(), settings.end_date or now.date())
+    # Daily partitions exist from start_date through today, or the partitions' end: nothing
+    # outside them is rebuilt.
+    last_day = min(now.date(), (partitions_end - HOUR).date()) if partitions_end else now.date()
     days = {d for d in touched | requested if settings.start_date.date() <= d <= last_day}
     late_days_and_attributes(settings, instance=instance, report=report, tags=tags, echo=echo, also=days)
     return report
