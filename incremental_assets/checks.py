@@ -52,7 +52,7 @@ from pyspark.sql import functions as F
 
 from incremental_assets.ledger import rows_accounted_for
 from incremental_assets.names import (
-    ALL_ASSETS,
+    ATTRIBUTES,
     BASE_EVENTS,
     DAILY_AGGREGATES,
     FILTERED_EVENTS,
@@ -325,12 +325,20 @@ def stale_locks(warehouse: WarehouseResource, asset: str, now: datetime, states=
             "oldest_lock_age_hours": round(oldest.total_seconds() / 3600, 2)}
 
 
+# One per step: the hourly step claims the items of its four assets in one commit, so base_events'
+# locks are the step's. In a ranged run each check gives an evaluation per hour (see
+# evaluation_events), and one check instead of four saves three evaluations per load hour (36 s
+# of Dagster event writes in a 168-hour run on SQLite).
+LOCK_CHECKED_ASSETS = (BASE_EVENTS, DAILY_AGGREGATES, ATTRIBUTES)
+
+
 @multi_asset_check(
     specs=[AssetCheckSpec("no_stale_locks", asset=asset, partitions_def=ASSET_PARTITIONS.get(asset),
                           description=f"No manifest item of {asset} is held by a PROCESSING lock older than "
                                       "max_lock_age_hours (a hung or lost run; `incremental-assets limits` "
-                                      "lists the locks).")
-           for asset in ALL_ASSETS],
+                                      "lists the locks)." + (" The hourly step claims its four assets' items "
+                                      "together: these are its locks." if asset == BASE_EVENTS else ""))
+           for asset in LOCK_CHECKED_ASSETS],
     can_subset=True,
 )
 def no_stale_locks(context: AssetCheckExecutionContext, warehouse: WarehouseResource):
