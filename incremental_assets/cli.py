@@ -139,6 +139,39 @@ def cmd_maintain(args) -> int:
     return 0
 
 
+def cmd_forget(args) -> int:
+    from incremental_assets import forget
+    from incremental_assets.runner import run_until
+    from incremental_assets.settings import Settings
+    from incremental_assets.sources.reader import require_source
+    from resources.spark import get_spark
+    from resources.tables import table_store
+
+    ids = forget.erased([("domain_userid", v) for v in args.domain_userid] + [("user_id", v) for v in args.user_id])
+    settings = Settings.load()
+    require_source(settings.source)
+    tables = table_store(get_spark(), settings.warehouse_root, settings.table_engine, shared=settings.warehouse_shared)
+    if args.dry_run:
+        print(forget.find(settings, tables, ids).describe())
+        return 0
+    instance = _instance(args.ephemeral_instance)
+    request = forget.request_erasure(settings, tables, ids, instance=instance, now=datetime.now(timezone.utc),
+                                     note=args.note)
+    print(f"erasure {request.request_id} recorded\n{request.found.describe()}")
+    report = run_until(args.until, instance=instance)
+    print(report.summary())
+    left = forget.complete_erasure(settings, tables, request, now=datetime.now(timezone.utc))
+    if left.rows_in_tables:
+        print(f"erasure {request.request_id} not complete: {left.describe().splitlines()[0]}; the next runs "
+              "(the hourly sensor, or `incremental-assets run --until now`) finish it; forget the same ids again "
+              "to check and record it complete")
+        return 1
+    print(f"erasure {request.request_id} COMPLETED: no table holds these ids. Files of earlier table versions "
+          f"keep the old rows until vacuum deletes them, {settings.vacuum_retention_hours} h after "
+          "(`incremental-assets maintain`, or the daily maintenance schedule)")
+    return 0
+
+
 def _global_options(default) -> argparse.ArgumentParser:
     """--warehouse and --source, taken before or after the command. After it they must not
     reset a value given before it, hence the subcommands' default SUPPRESS."""
@@ -190,6 +223,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("maintain", parents=[after], help="compact recent partitions and vacuum every table")
     p.add_argument("--now", type=_parse_ts, default=None, help="what 'recent' is counted from (default: now)")
     p.set_defaults(func=cmd_maintain)
+
+    p = sub.add_parser("forget", parents=[after, instance],
+                       help="erase users from every table (and keep them out of every later run)")
+    p.add_argument("--domain-userid", action="append", default=[], metavar="ID", help="repeat for several")
+    p.add_argument("--user-id", action="append", default=[], metavar="ID", help="repeat for several")
+    p.add_argument("--dry-run", action="store_true", help="only show the rows per table and the hours it would run")
+    p.add_argument("--until", type=_parse_ts, default=datetime.now(timezone.utc),
+                   help="run what is due up to this time (default: now)")
+    p.add_argument("--note", default="", help="why (kept in erasure_requests), e.g. a ticket number")
+    p.set_defaults(func=cmd_forget)
 
     p = sub.add_parser("manifest", parents=[after], help="inspect and act on processing-manifest items")
     p.add_argument("action", choices=["list", "show", "resolve", "skip"])

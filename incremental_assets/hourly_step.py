@@ -1,7 +1,8 @@
 """One hourly run over load hours [start, end): what it reads, what it computes, what it writes
 (docs/rules.md 2-5). The asset (`assets/hourly.py`) hands the results to the IO manager.
 
-1. The source's rows of the window, at the version its fingerprints were taken from.
+1. The source's rows of the window, at the version its fingerprints were taken from, but
+   those of erased users (`forget`).
 2. Valid copies and rejected rows; the window's copies join the event_copies index.
 3. Kept copies: decided against the copies recorded in the dedupe look-back before the window.
    Stored copies after the window that a copy of the window, kept or not, now dominates are
@@ -26,6 +27,7 @@ from datetime import date, datetime, timezone
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from incremental_assets.erasure import erased_ids
 from incremental_assets.names import BASE_EVENTS, EVENT_COPIES, FILTERED_EVENTS, LIFECYCLE, SESSIONS_TO_REFILTER
 from incremental_assets.planning.hours import floor_hour, hours_between
 from incremental_assets.planning.reconcile import RUN_AGAIN
@@ -43,6 +45,7 @@ from incremental_assets.transforms.base_events import (
     validate,
 )
 from incremental_assets.transforms.daily_aggregates import DAILY_INPUT_COLUMNS
+from incremental_assets.transforms.erasure import without_erased
 from incremental_assets.transforms.filtered_events import filtered_events, rows_by_load_hour_and_day
 from incremental_assets.transforms.sessions import (
     LIFECYCLE_COLUMNS,
@@ -116,6 +119,7 @@ def compute(warehouse: WarehouseResource, start: datetime, end: datetime) -> Hou
     snapshot = source_snapshot(settings.source, start, end)
     rows = read_source(tables, settings.source, start, end, version=snapshot.version if snapshot else None,
                        partition_days=snapshot.partition_days if snapshot else None)
+    rows = without_erased(rows, erased_ids(settings))  # read as if the source never held them (rules 1)
     validated = validate(rows, days_late_allowed=settings.days_late_allowed,
                          allow_null_dvce_tstamps=settings.allow_null_dvce_tstamps, app_ids=settings.app_ids)
     validated = ValidatedRows(materialized(validated.checked))  # the source is read once

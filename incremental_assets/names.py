@@ -28,12 +28,12 @@ SESSIONS_TO_REFILTER = "sessions_to_refilter"  # changed sessions whose filtered
 DAY_LEDGER = "daily_aggregation_manifest"  # per (event day, load day): rows aggregated and pending
 USERS_TO_REFRESH = "attributes_users_to_refresh"  # users whose daily rows changed since attributes ran
 PROCESSING_MANIFEST = "processing_manifest"  # the append-only record of every claim and result
+ERASURE_REQUESTS = "erasure_requests"  # the ids `forget` erased (as digests), when, and when done
 # The state tables shown in the catalog (external assets, observed when a step writes them).
 STATE_TABLES = (REJECTED_EVENTS, EVENT_COPIES, HOUR_LEDGER, FILTERED_COUNTS, SESSIONS_TO_REFILTER,
-                DAY_LEDGER, USERS_TO_REFRESH, PROCESSING_MANIFEST)
+                DAY_LEDGER, USERS_TO_REFRESH, PROCESSING_MANIFEST, ERASURE_REQUESTS)
 # Every table the pipeline keeps (what table maintenance covers).
-ALL_TABLES = (*ALL_ASSETS, REJECTED_EVENTS, EVENT_COPIES, HOUR_LEDGER, FILTERED_COUNTS, SESSIONS_TO_REFILTER,
-              DAY_LEDGER, USERS_TO_REFRESH, PROCESSING_MANIFEST)
+ALL_TABLES = (*ALL_ASSETS, *STATE_TABLES)
 
 # The concurrency pool of the hourly step (it reads and rewrites session state): a production
 # instance limits it to one step at a time (deploy/dagster.yaml).

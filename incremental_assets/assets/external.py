@@ -13,6 +13,7 @@ from incremental_assets.names import (
     BASE_EVENTS,
     DAILY_AGGREGATES,
     DAY_LEDGER,
+    ERASURE_REQUESTS,
     EVENT_COPIES,
     FILTERED_COUNTS,
     FILTERED_EVENTS,
@@ -55,6 +56,9 @@ STATE_TABLE_LINEAGE = {
                           "what was processed, between which limits, by which run. Observations preview the "
                           "locked and failed items (`incremental-assets manifest resolve ITEM` releases one).",
                           list(ALL_ASSETS)),
+    ERASURE_REQUESTS: ("The users `incremental-assets forget` erased: each id as its SHA-256 (never the id), when "
+                       "it was requested, the rows and load hours it touched, and when it completed. Every hourly "
+                       "run leaves these users' rows out.", []),
 }
 assert set(STATE_TABLE_LINEAGE) == set(STATE_TABLES)
 state_tables = [AssetSpec(name, group_name="pipeline_state", kinds={"delta"}, description=text, deps=writers,

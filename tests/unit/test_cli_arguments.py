@@ -71,3 +71,15 @@ def test_a_report_closes_with_one_line_of_runs_time_and_what_waits():
     assert report.summary() == "done: 2 run(s) in 15 s, 1 failed"
     report.refused = "1 event day(s) fail-locked"
     assert report.summary().endswith("; waiting: 1 event day(s) fail-locked")
+
+
+def test_forget_without_an_id_or_with_an_empty_one_says_what_it_needs(capsys):
+    assert cli.main(["forget", "--dry-run"]) == 2
+    assert "name at least one user: --domain-userid ID or --user-id ID" in capsys.readouterr().err
+    assert cli.main(["forget", "--domain-userid", "", "--dry-run"]) == 2
+    assert "--domain-userid needs a non-empty id, got ''" in capsys.readouterr().err
+
+
+def test_forget_takes_ids_of_both_kinds_repeated():
+    args = parse("forget", "--domain-userid", "a", "--domain-userid", "b", "--user-id", "c", "--dry-run")
+    assert (args.domain_userid, args.user_id, args.dry_run) == (["a", "b"], ["c"], True)

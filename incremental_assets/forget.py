@@ -1,0 +1,170 @@
+"""`incremental-assets forget`: erase users from every table the pipeline keeps (docs/rules.md 1).
+
+1. `find` counts the rows holding the ids, per table and in the source, and the processed load
+   hours that hold them (in the source, in base_events or among the rejected rows).
+2. `request_erasure` records the request (ids as digests) while holding the hourly step's turn,
+   then makes those hours due again: an hourly run either ended before the record and is run
+   again, or starts after it and already leaves the ids out.
+3. The caller runs the pipeline (`runner.run_until`): each due hour is read without the erased
+   rows, which removes them as a delete in the source would (their copies, sessions, filtered
+   rows and counts), and the days and users they touched are aggregated again.
+4. `complete_erasure` counts again and records COMPLETED (with what was removed) when no table
+   holds the ids.
+
+Files of earlier table versions still hold the rows until vacuum deletes them, after
+`vacuum_retention_hours` (`incremental-assets maintain`, or the daily maintenance schedule).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from pyspark.sql import functions as F
+
+from incremental_assets.erasure import COMPLETED, REQUESTED, RequestRecord, append_records
+from incremental_assets.hourly_step import LEDGER_SCHEMA
+from incremental_assets.names import ALL_TABLES, BASE_EVENTS, HOUR_LEDGER, HOURLY_TURN, REJECTED_EVENTS
+from incremental_assets.planning.processing_manifest import State
+from incremental_assets.planning.reconcile import RUN_AGAIN
+from incremental_assets.settings import Settings
+from incremental_assets.sources.reader import read_source
+from incremental_assets.sources.schema import load_time
+from incremental_assets.transforms.erasure import ID_COLUMNS, ErasedIds, holding_erased, id_digest
+from resources.manifest import ItemLockedError, ManifestStore, abandoned_lock_check, claiming_process
+from resources.tables import TableStore
+
+SOURCE = "source"  # the source's row count, beside the tables' (the source is the loader's to erase)
+
+
+@dataclass(frozen=True)
+class Found:
+    """Rows holding the ids, per table (and the source), and the processed load hours holding them."""
+
+    rows: dict[str, int]
+    load_hours: tuple[datetime, ...]
+    linked_domain_userids: tuple[str, ...] = ()  # seen with an erased user_id: their other rows stay
+
+    @property
+    def rows_in_tables(self) -> int:
+        return sum(n for name, n in self.rows.items() if name != SOURCE)
+
+    def describe(self) -> str:
+        tables = ", ".join(f"{name}: {n}" for name, n in sorted(self.rows.items()) if n and name != SOURCE) or "none"
+        lines = [f"rows in the warehouse's tables: {self.rows_in_tables} ({tables})",
+                 f"rows in the source: {self.rows.get(SOURCE, 0)} (left there: the source is its loader's to erase; "
+                 "every run reads it without them)",
+                 f"processed load hours to run again: {len(self.load_hours)}"
+                 + (f" ({self.load_hours[0]:%Y-%m-%d %H:00} .. {self.load_hours[-1]:%Y-%m-%d %H:00})"
+                    if self.load_hours else "")]
+        if self.linked_domain_userids:
+            lines.append(f"domain_userids seen with these user ids, whose rows without a user_id stay: "
+                         f"{', '.join(self.linked_domain_userids)} (add --domain-userid for each to erase them too)")
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class ErasureRequest:
+    request_id: str
+    ids: ErasedIds
+    found: Found  # what held the ids once the request was recorded
+    note: str = ""
+
+
+def erased(ids: list[tuple[str, str]]) -> ErasedIds:
+    """The digests of (column, value) pairs; an empty value is a ValueError naming its option."""
+    for column, value in ids:
+        if not value or not value.strip():
+            raise ValueError(f"--{column.replace('_', '-')} needs a non-empty id, got {value!r}")
+    if not ids:
+        raise ValueError("name at least one user: --domain-userid ID or --user-id ID")
+    return ErasedIds.of((column, id_digest(value)) for column, value in ids)
+
+
+def find(settings: Settings, tables: TableStore, ids: ErasedIds) -> Found:
+    """What holds the ids now: rows per table and in the source, and the processed load hours."""
+    rows: dict[str, int] = {}
+    hours: set[datetime] = set()
+    for name in ALL_TABLES:
+        if not tables.exists(name):
+            continue
+        df = tables.read(name)
+        if not set(ID_COLUMNS) & set(df.columns):
+            continue
+        holding = holding_erased(df, ids)
+        if name in (BASE_EVENTS, REJECTED_EVENTS):
+            hour = F.date_trunc("hour", "load_tstamp" if name == BASE_EVENTS else "load_hour_tstamp")
+            by_hour = holding.groupBy(hour.alias("hour")).count().collect()
+            rows[name] = sum(r["count"] for r in by_hour)
+            hours |= {r["hour"] for r in by_hour if r["hour"] is not None}
+        else:
+            rows[name] = holding.count()
+    source = holding_erased(read_source(tables, settings.source), ids)
+    by_hour = source.groupBy(F.date_trunc("hour", load_time()).alias("hour")).count().collect()
+    rows[SOURCE] = sum(r["count"] for r in by_hour)
+    hours |= {r["hour"] for r in by_hour if r["hour"] is not None}
+    processed = _processed_hours(tables)
+    linked = ()
+    if ids.digests.get("user_id") and tables.exists(BASE_EVENTS):
+        only_user_ids = ErasedIds({"user_id": ids.digests["user_id"]})
+        seen = holding_erased(tables.read(BASE_EVENTS, columns=list(ID_COLUMNS)), only_user_ids)
+        linked = tuple(sorted(r[0] for r in seen.select("domain_userid").distinct().collect()
+                              if r[0] is not None and id_digest(r[0]) not in ids.digests.get("domain_userid", ())))
+    return Found(rows, tuple(sorted(h for h in (_utc(h) for h in hours) if h in processed)), linked)
+
+
+def _utc(hour: datetime) -> datetime:
+    """A collected hour (naive UTC, as the hourly step reads them) as an aware UTC time."""
+    return hour.replace(tzinfo=timezone.utc) if hour.tzinfo is None else hour.astimezone(timezone.utc)
+
+
+def _processed_hours(tables: TableStore) -> set[datetime]:
+    if not tables.exists(HOUR_LEDGER):
+        return set()
+    return {_utc(r[0]) for r in tables.read(HOUR_LEDGER, columns=["load_hour_tstamp"]).collect()}
+
+
+def request_erasure(settings: Settings, tables: TableStore, ids: ErasedIds, *, instance, now: datetime,
+                    note: str = "") -> ErasureRequest:
+    """Record the request, then make the processed load hours holding the ids due again.
+
+    The record is appended in the hourly step's turn (ItemLockedError, saying to try again,
+    while an hourly run holds it): every hourly run that starts after it leaves the ids out, and
+    every one that ended before it wrote the rows `find` then sees. The search runs outside the
+    turn, so hourly runs wait only for the append."""
+    request_id = f"forget-{uuid.uuid4().hex[:12]}"
+    manifest = ManifestStore.of(settings)
+    try:
+        manifest.claim([HOURLY_TURN], application="forget", run_id=request_id,
+                       run_finished=abandoned_lock_check(instance, settings.max_lock_age_hours),
+                       payload=claiming_process())
+    except ItemLockedError as exc:
+        raise ItemLockedError(f"{exc}: an hourly run is processing load hours; forget again once it ends "
+                              "(the request was not recorded)", exc.item) from None
+    try:
+        append_records(settings, _records(request_id, ids, REQUESTED, now, None, note))
+    finally:
+        manifest.close([], run_id=request_id, state=State.PROCESSED, application="forget", released=[HOURLY_TURN])
+    found = find(settings, tables, ids)
+    if found.load_hours:
+        rows = [(hour, RUN_AGAIN, settings.rules_digest(), now, request_id, None) for hour in found.load_hours]
+        tables.merge(HOUR_LEDGER, tables.spark.createDataFrame(rows, LEDGER_SCHEMA), keys=["load_hour_tstamp"])
+    return ErasureRequest(request_id, ids, found, note)
+
+
+def complete_erasure(settings: Settings, tables: TableStore, request: ErasureRequest, *, now: datetime) -> Found:
+    """What still holds the ids; once no table does, the request is recorded COMPLETED with
+    what it removed (rows per table, load hours run again)."""
+    left = find(settings, tables, request.ids)
+    if not left.rows_in_tables:
+        append_records(settings, _records(request.request_id, request.ids, COMPLETED, now, request.found, request.note))
+    return left
+
+
+def _records(request_id: str, ids: ErasedIds, state: str, now: datetime, found: Found | None,
+             note: str) -> list[RequestRecord]:
+    detail = "; ".join(filter(None, [found.describe().splitlines()[0] if found else "", note]))
+    rows, hours = (found.rows_in_tables, len(found.load_hours)) if found else (None, None)
+    return [RequestRecord(request_id, column, digest, state, now, rows, hours, detail)
+            for column, digests in sorted(ids.digests.items()) for digest in sorted(digests)]
