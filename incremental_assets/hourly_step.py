@@ -2,7 +2,7 @@
 (docs/rules.md 2-5). The asset (`assets/hourly.py`) hands the results to the IO manager.
 
 1. The source's rows of the window, at the version its fingerprints were taken from, but
-   those of erased users (`forget`).
+   those of erased users (`forget`) and of hours an operator skipped.
 2. Valid copies and rejected rows; the window's copies join the event_copies index.
 3. Kept copies: decided against the copies recorded in the dedupe look-back before the window.
    Stored copies after the window that a copy of the window, kept or not, now dominates are
@@ -31,8 +31,9 @@ from incremental_assets.erasure import erased_ids
 from incremental_assets.names import BASE_EVENTS, EVENT_COPIES, FILTERED_EVENTS, LIFECYCLE, SESSIONS_TO_REFILTER
 from incremental_assets.planning.hours import floor_hour, hours_between
 from incremental_assets.planning.reconcile import RUN_AGAIN
+from incremental_assets.skipped_hours import skipped_hours
 from incremental_assets.sources.load_hours import SourceSnapshot, source_snapshot
-from incremental_assets.sources.reader import read_source
+from incremental_assets.sources.reader import read_source, without_load_hours
 from incremental_assets.transforms.base_events import (
     BROADCAST_VERDICTS_MAX_ROWS,
     COPY_COLUMNS,
@@ -119,7 +120,9 @@ def compute(warehouse: WarehouseResource, start: datetime, end: datetime) -> Hou
     snapshot = source_snapshot(settings.source, start, end)
     rows = read_source(tables, settings.source, start, end, version=snapshot.version if snapshot else None,
                        partition_days=snapshot.partition_days if snapshot else None)
-    rows = without_erased(rows, erased_ids(settings))  # read as if the source never held them (rules 1)
+    # Read as if the source never held them (rules 1): erased users' rows, skipped hours' rows.
+    rows = without_erased(rows, erased_ids(settings))
+    rows = without_load_hours(rows, [hour for hour in skipped_hours(settings) if start <= hour < end])
     validated = validate(rows, days_late_allowed=settings.days_late_allowed,
                          allow_null_dvce_tstamps=settings.allow_null_dvce_tstamps, app_ids=settings.app_ids)
     validated = ValidatedRows(materialized(validated.checked))  # the source is read once

@@ -29,9 +29,10 @@ DAY_LEDGER = "daily_aggregation_manifest"  # per (event day, load day): rows agg
 USERS_TO_REFRESH = "attributes_users_to_refresh"  # users whose daily rows changed since attributes ran
 PROCESSING_MANIFEST = "processing_manifest"  # the append-only record of every claim and result
 ERASURE_REQUESTS = "erasure_requests"  # the ids `forget` erased (as digests), when, and when done
+SKIPPED_HOURS = "skipped_load_hours"  # load hours an operator skipped: read as empty from then on
 # The state tables shown in the catalog (external assets, observed when a step writes them).
 STATE_TABLES = (REJECTED_EVENTS, EVENT_COPIES, HOUR_LEDGER, FILTERED_COUNTS, SESSIONS_TO_REFILTER,
-                DAY_LEDGER, USERS_TO_REFRESH, PROCESSING_MANIFEST, ERASURE_REQUESTS)
+                DAY_LEDGER, USERS_TO_REFRESH, PROCESSING_MANIFEST, ERASURE_REQUESTS, SKIPPED_HOURS)
 # Every table the pipeline keeps (what table maintenance covers).
 ALL_TABLES = (*ALL_ASSETS, *STATE_TABLES)
 

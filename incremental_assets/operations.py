@@ -2,13 +2,15 @@
 (automation/manifest_admin.py): the next run's state and limits, manifest items, resolve and
 skip. Nothing here starts Spark."""
 
-from datetime import datetime
+from datetime import datetime, timezone
 
 from incremental_assets.names import HOURLY_ASSETS
 from incremental_assets.planning.estimates import describe_duration, estimated_seconds, fit_step_cost
-from incremental_assets.planning.processing_manifest import PROBLEM_STATUSES
+from incremental_assets.planning.hours import parse_hour_key
+from incremental_assets.planning.processing_manifest import PROBLEM_STATUSES, ItemStatus
 from incremental_assets.progress import hourly_step_samples, hours_under_other_rules, plan_next_run, processed_hours
 from incremental_assets.settings import Settings
+from incremental_assets.skipped_hours import record_skips
 from resources.manifest import ItemState, ManifestStore, item_id, split_item_id
 
 # -- views ----------------------------------------------------------------------------------
@@ -107,8 +109,19 @@ def resolve_item(settings: Settings, item: str, *, note: str = "") -> str:
     return f"{item}: resolved{others}; the next run processes it again"
 
 
-def skip_item(settings: Settings, item: str, *, note: str = "") -> str:
+def skip_item(settings: Settings, item: str, *, note: str = "", now: datetime | None = None) -> str:
+    """A daily or attributes item: SKIPPED, never processed again. A load hour: its rows are
+    left out for good (`skipped_hours`), its failure is resolved, and the next run processes it
+    as empty, undoing what a failed run wrote of it (the manifest records that run's PROCESSED)."""
     items = _step_items(item)
-    ManifestStore.of(settings).skip(items, note=note)
     others = f" (and {len(items) - 1} item(s) of the same step)" if len(items) > 1 else ""
-    return f"{item}: skipped{others}; it will not be processed again"
+    asset, key = split_item_id(item)
+    manifest = ManifestStore.of(settings)
+    if asset not in HOURLY_ASSETS:
+        manifest.skip(items, note=note)
+        return f"{item}: skipped{others}; it will not be processed again"
+    record_skips(settings, [parse_hour_key(key)], note=note, now=now or datetime.now(timezone.utc))
+    if any(state.status in (ItemStatus.FAIL_LOCKED, ItemStatus.LOCKED) for state in manifest.states(items).values()):
+        manifest.resolve(items, note=f"skipped: {note}" if note else "skipped")
+    return (f"{item}: skipped{others}; its rows are left out from now on, and the next run processes the hour "
+            "as empty, undoing whatever a failed run wrote of it")

@@ -25,9 +25,11 @@ from incremental_assets.planning.reconcile import (
     failed_hours_run_again,
     hours_only_rearranged,
     hours_to_run,
+    skipped_hours_run_again,
 )
 from incremental_assets.planning.run_limits import RunLimits, RunState
 from incremental_assets.settings import Settings
+from incremental_assets.skipped_hours import skipped_hours
 from incremental_assets.sources.load_hours import SourceSnapshot, hours_changed_by_commits, source_snapshot
 from resources.manifest import ManifestStore, abandoned_lock_check, split_item_id
 from resources.tables import read_delta_arrow, utc_datetimes
@@ -257,6 +259,9 @@ def plan_load_hours(settings: Settings, *, now: datetime, manifest: ManifestStor
     # An hour whose last run failed is due (blocked while fail-locked, unless the claim of the
     # run that takes it resolves it: auto_resolve_failures).
     processed = failed_hours_run_again(processed, states.resolved | set(states.fail_locked))
+    # A skipped hour runs once more, as empty: that undoes what a failed run wrote of it.
+    skipped_at = skipped_hours(settings)
+    processed = skipped_hours_run_again(processed, skipped_at)
     hours = hours_to_run(source, processed, excluded=set(blocked) | states.skipped,
                          start=first_load_hour(settings), now=now, grace=settings.grace,
                          abstinent=settings.abstinent, backfill_limit_days=settings.backfill_limit_days,
@@ -265,7 +270,7 @@ def plan_load_hours(settings: Settings, *, now: datetime, manifest: ManifestStor
     due_blocked = {h: why for h, why in blocked.items() if _differs(h, source, processed)}
     return LoadHoursPlan(hours=hours, state=RunState.STANDARD if processed else RunState.FIRST_RUN,
                          source_version=snapshot.version if snapshot else None, blocked=due_blocked,
-                         skipped=len(states.skipped))
+                         skipped=len(states.skipped | set(skipped_at)))
 
 
 def _differs(hour: datetime, source: dict, processed: dict) -> bool:

@@ -22,6 +22,7 @@ from incremental_assets.names import (
     PROCESSING_MANIFEST,
     REJECTED_EVENTS,
     SESSIONS_TO_REFILTER,
+    SKIPPED_HOURS,
     SOURCE_EVENTS,
     STATE_TABLES,
     USERS_TO_REFRESH,
@@ -59,6 +60,9 @@ STATE_TABLE_LINEAGE = {
     ERASURE_REQUESTS: ("The users `incremental-assets forget` erased: each id as its SHA-256 (never the id), when "
                        "it was requested, the rows and load hours it touched, and when it completed. Every hourly "
                        "run leaves these users' rows out.", []),
+    SKIPPED_HOURS: ("Load hours an operator skipped (`incremental-assets manifest skip ITEM`), with the note and "
+                    "when: every run reads them as empty from then on, the next one undoing what a failed run "
+                    "wrote of them.", []),
 }
 assert set(STATE_TABLE_LINEAGE) == set(STATE_TABLES)
 state_tables = [AssetSpec(name, group_name="pipeline_state", kinds={"delta"}, description=text, deps=writers,

@@ -22,7 +22,8 @@ class ManifestAdminConfig(Config):
     note: str = ""
 
 
-@op(description="Resolve (release a failed or abandoned item) or skip (never process again) one "
+@op(description="Resolve (release a failed or abandoned item) or skip (a load hour: read as empty from now "
+                "on, the next run undoing what a failed run wrote of it; another item: never processed again) one "
                 "processing-manifest item, like `incremental-assets manifest resolve|skip`.")
 def manifest_admin(context: OpExecutionContext, config: ManifestAdminConfig, warehouse: WarehouseResource) -> None:
     act = resolve_item if config.action is ManifestAction.resolve else skip_item

@@ -64,6 +64,18 @@ def failed_hours_run_again(processed: Mapping[datetime, ProcessedHour],
             for hour, done in processed.items()}
 
 
+def skipped_hours_run_again(processed: Mapping[datetime, ProcessedHour],
+                            skipped_at: Mapping[datetime, datetime]) -> dict[datetime, ProcessedHour]:
+    """`processed`, with every hour an operator skipped due once more unless a run processed it
+    after the skip: that run reads the hour as empty, which undoes what a failed run wrote of it."""
+    out = dict(processed)
+    for hour, at in skipped_at.items():
+        done = out.get(hour)
+        if done is None or done.processed_at < at:
+            out[hour] = ProcessedHour(RUN_AGAIN, at)
+    return out
+
+
 @dataclass(frozen=True)
 class HoursPlan:
     """The due hours to run now, grouped in contiguous ranges, oldest first; and the rest, by reason."""

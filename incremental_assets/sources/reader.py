@@ -69,6 +69,12 @@ def read_source(tables, path: str, load_start: datetime | None = None,
     return df
 
 
+def without_load_hours(rows: DataFrame, hours) -> DataFrame:
+    """`rows` but those whose load hour is one of `hours` (hours an operator skipped)."""
+    hours = sorted(hours)
+    return rows.where(~F.date_trunc("hour", load_time()).isin(hours)) if hours else rows
+
+
 def _read_delta(tables, path: str, load_start, load_end, version: int | None,
                 partition_days: tuple[date, date] | None) -> DataFrame:
     if "load_date" not in DeltaTable(path, version=version).metadata().partition_columns:

@@ -175,3 +175,47 @@ def test_a_session_older_than_the_session_lookback_loses_no_filtered_row(spark, 
 
     filtered = {r["event_id"] for r in pipeline_tables(warehouse)["filtered_events"]}
     assert filtered == {a["event_id"], b["event_id"], c["event_id"]}
+
+
+def test_an_hour_skipped_after_a_failed_run_wrote_part_of_it_leaves_nothing_of_it(spark, instance, tmp_path,
+                                                                                   monkeypatch):
+    """Item 6: the failed run wrote the hour's copies, base rows, sessions and filtered rows and
+    failed at its counts. Skipping the hour must undo all of it, as if it never held a row."""
+    from incremental_assets import runner
+    from incremental_assets.assets import hourly as hourly_asset
+    from incremental_assets.operations import resolve_item, skip_item
+    from incremental_assets.settings import Settings
+    from tests.differential.test_differential import fail_locked_hour_items, hour_item
+
+    rows = hostile.midnight_sessions() + hostile.login_later()
+    skipped = at(1, 23)  # e-s1's first events: the session goes on in the hour after midnight
+    source, warehouse = str(tmp_path / "events"), tmp_path / "incremental"
+    use(monkeypatch, source, warehouse)
+    hostile.write_source(source, rows)
+    assert runner.run_until(at(1, 12), instance=instance, echo=quiet).success
+
+    real = hourly_asset.filtered_counts
+
+    def counts_failing(warehouse_resource, results):
+        if results.start <= skipped < results.end:
+            raise RuntimeError("injected failure after the hour's rows were written")
+        return real(warehouse_resource, results)
+
+    with monkeypatch.context() as m:
+        m.setattr(hourly_asset, "filtered_counts", counts_failing)
+        assert not runner.run_until(at(3), instance=instance, echo=quiet).success
+    written = pipeline_tables(warehouse)
+    assert any(reference.hour_of(r["load_tstamp"]) == skipped for r in written["base_events"]), \
+        "the failed run must have written the hour's rows"
+
+    message = skip_item(Settings.load(), hour_item(skipped), note="bad file")
+    assert "next run processes the hour as empty" in message
+    assert hour_item(skipped) not in fail_locked_hour_items()  # the skip resolved its step's items
+    for item in fail_locked_hour_items():  # the run's other hours: a transient failure
+        resolve_item(Settings.load(), item, note="transient")
+    assert runner.run_until(at(3), instance=instance, echo=quiet).success
+
+    kept = [r for r in rows if reference.hour_of(reference.load_time(r)) != skipped]
+    assert len(kept) < len(rows)
+    assert_same_tables(pipeline_tables(warehouse), reference.expected_tables(kept, reference_settings(), AS_OF),
+                       "an hour skipped after a partial write vs the documented rules without its rows")

@@ -1,7 +1,7 @@
 """Operating the pipeline: a failed run leaves a fail-locked item, `incremental-assets limits`
 reports it, `manifest resolve` (CLI or manifest_admin_job) releases it, the next run proceeds."""
 
-from datetime import date
+from datetime import date, datetime, timezone
 
 import pytest
 from dagster import DagsterInstance
@@ -9,6 +9,7 @@ from dagster import DagsterInstance
 from incremental_assets import cli
 from incremental_assets.planning.processing_manifest import ItemStatus, State
 from incremental_assets.settings import Settings
+from incremental_assets.skipped_hours import skipped_hours
 from resources.manifest import ManifestStore, item_id
 
 DAY = date(2026, 1, 5)
@@ -108,7 +109,9 @@ def test_manifest_admin_job_resolves_and_skips_items(dagster_home):
     assert status(failed) is ItemStatus.READY
     assert manifest.states([failed])[failed].last.payload == {"note": "by the test"}
     assert admin("skip", unwanted).success
-    assert status(unwanted) is ItemStatus.SKIPPED
+    # A skipped load hour is resolved, and read as empty by every run from now on.
+    assert status(unwanted) is ItemStatus.READY
+    assert list(skipped_hours(Settings.load())) == [datetime(2026, 1, 5, 4, tzinfo=timezone.utc)]
 
     refused = admin("resolve", failed)  # nothing to resolve any more: the run fails and says why
     assert not refused.success

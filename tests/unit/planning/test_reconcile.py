@@ -14,6 +14,7 @@ from incremental_assets.planning.reconcile import (
     failed_hours_run_again,
     hours_only_rearranged,
     hours_to_run,
+    skipped_hours_run_again,
     split_ranges,
 )
 
@@ -233,3 +234,15 @@ def test_without_a_present_the_oldest_range_runs_first():
     first_run = plan(source, now=31, limit=1)  # nothing processed yet: all of it is history
     assert first_run.present == [] and first_run.next_range() == (at(0), at(24))
     assert plan({}, now=5).next_range() is None
+
+
+def test_a_skipped_hour_runs_once_more_unless_processed_after_the_skip():
+    h1, h2, h3 = (datetime(2026, 1, 5, h, tzinfo=timezone.utc) for h in (1, 2, 3))
+    skip_at = datetime(2026, 1, 6, tzinfo=timezone.utc)
+    processed = {h1: ProcessedHour("f1", skip_at - timedelta(hours=1)),
+                 h2: ProcessedHour("f2", skip_at + timedelta(hours=1))}
+    out = skipped_hours_run_again(processed, {h1: skip_at, h2: skip_at, h3: skip_at})
+    assert out[h1] == ProcessedHour(RUN_AGAIN, skip_at)  # processed before the skip: due, as empty
+    assert out[h2] == processed[h2]  # the run after the skip already read it as empty
+    assert out[h3] == ProcessedHour(RUN_AGAIN, skip_at)  # never processed (a failed first run): due too
+    assert skipped_hours_run_again(processed, {}) == processed
