@@ -4,6 +4,7 @@ skip. Nothing here starts Spark."""
 
 from datetime import datetime, timezone
 
+from incremental_assets.erasure import open_requests, request_records
 from incremental_assets.names import HOURLY_ASSETS
 from incremental_assets.planning.estimates import describe_duration, estimated_seconds, fit_step_cost
 from incremental_assets.planning.hours import parse_hour_key
@@ -36,6 +37,12 @@ def describe_limits(settings: Settings, now: datetime) -> str:
                      + (f"; every load hour before {last:%Y-%m-%d %H:%M} is done" if last else ""))
     else:
         lines.append("  processed: nothing yet")
+    erasures = request_records(settings)
+    if erasures:
+        requests, still_open = {r.request_id for r in erasures}, {r.request_id for r in open_requests(erasures)}
+        lines.append(f"  erasures: {len(requests)} request(s), {len(requests) - len(still_open)} completed"
+                     + (f"; open: {', '.join(sorted(still_open))} (the next runs remove their rows; `forget` the "
+                        "same ids again to record completion)" if still_open else ""))
     problems = [s for s in manifest.unsettled_states().values() if s.status in PROBLEM_STATUSES]
     if problems:
         lines.append(f"  {len(problems)} item(s) need attention:")

@@ -60,6 +60,7 @@ def data_files_holding(warehouse: Path) -> list[str]:
 def test_forget_removes_users_from_every_table_and_keeps_them_out(spark, instance, tmp_path, monkeypatch):
     from incremental_assets import erasure, forget, runner
     from incremental_assets.maintenance import maintain_tables
+    from incremental_assets.operations import describe_limits
     from incremental_assets.settings import Settings
     from resources.tables import table_store
 
@@ -95,6 +96,7 @@ def test_forget_removes_users_from_every_table_and_keeps_them_out(spark, instanc
     assert {(r.state, r.id_column) for r in records} == {(s, c) for s in ("REQUESTED", "COMPLETED")
                                                          for c in ("domain_userid", "user_id")}
     assert len(records) == 6 and not erasure.open_requests(records)
+    assert "erasures: 1 request(s), 1 completed" in describe_limits(settings, at(3, 1))
     assert {(r.rows_found, r.load_hours) for r in records if r.state == "COMPLETED"} == {
         (found.rows_in_tables, len(found.load_hours))}
     assert not {"e-u1", "g-u1", "bob"} & {v for r in records for v in (r.id_sha256, r.detail)}
