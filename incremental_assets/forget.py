@@ -54,7 +54,7 @@ class Found:
         tables = ", ".join(f"{name}: {n}" for name, n in sorted(self.rows.items()) if n and name != SOURCE) or "none"
         lines = [f"rows in the warehouse's tables: {self.rows_in_tables} ({tables})",
                  f"rows in the source: {self.rows.get(SOURCE, 0)} (left there: the source is its loader's to erase; "
-                 "every run reads it without them)",
+                 "once the ids are erased, every run reads it without them)",
                  f"processed load hours to run again: {len(self.load_hours)}"
                  + (f" ({self.load_hours[0]:%Y-%m-%d %H:00} .. {self.load_hours[-1]:%Y-%m-%d %H:00})"
                     if self.load_hours else "")]
