@@ -28,6 +28,7 @@ from incremental_assets.hourly_step import LEDGER_SCHEMA
 from incremental_assets.names import ALL_TABLES, BASE_EVENTS, HOUR_LEDGER, HOURLY_TURN, REJECTED_EVENTS
 from incremental_assets.planning.processing_manifest import State
 from incremental_assets.planning.reconcile import RUN_AGAIN
+from incremental_assets.progress import processed_hours
 from incremental_assets.settings import Settings
 from incremental_assets.sources.reader import read_source
 from incremental_assets.sources.schema import load_time
@@ -86,6 +87,7 @@ def find(settings: Settings, tables: TableStore, ids: ErasedIds) -> Found:
     """What holds the ids now: rows per table and in the source, and the processed load hours."""
     rows: dict[str, int] = {}
     hours: set[datetime] = set()
+    linked: tuple[str, ...] = ()
     for name in ALL_TABLES:
         if not tables.exists(name):
             continue
@@ -93,6 +95,8 @@ def find(settings: Settings, tables: TableStore, ids: ErasedIds) -> Found:
         if not set(ID_COLUMNS) & set(df.columns):
             continue
         holding = holding_erased(df, ids)
+        if name == BASE_EVENTS and ids.digests.get("user_id"):
+            linked = _linked_domain_userids(holding, ids)
         if name in (BASE_EVENTS, REJECTED_EVENTS):
             hour = F.date_trunc("hour", "load_tstamp" if name == BASE_EVENTS else "load_hour_tstamp")
             by_hour = holding.groupBy(hour.alias("hour")).count().collect()
@@ -104,25 +108,21 @@ def find(settings: Settings, tables: TableStore, ids: ErasedIds) -> Found:
     by_hour = source.groupBy(F.date_trunc("hour", load_time()).alias("hour")).count().collect()
     rows[SOURCE] = sum(r["count"] for r in by_hour)
     hours |= {r["hour"] for r in by_hour if r["hour"] is not None}
-    processed = _processed_hours(tables)
-    linked = ()
-    if ids.digests.get("user_id") and tables.exists(BASE_EVENTS):
-        only_user_ids = ErasedIds({"user_id": ids.digests["user_id"]})
-        seen = holding_erased(tables.read(BASE_EVENTS, columns=list(ID_COLUMNS)), only_user_ids)
-        linked = tuple(sorted(r[0] for r in seen.select("domain_userid").distinct().collect()
-                              if r[0] is not None and id_digest(r[0]) not in ids.digests.get("domain_userid", ())))
+    processed = processed_hours(settings)  # the hour ledger, read without Spark
     return Found(rows, tuple(sorted(h for h in (_utc(h) for h in hours) if h in processed)), linked)
+
+
+def _linked_domain_userids(holding, ids: ErasedIds) -> tuple[str, ...]:
+    """The domain_userids of base_events rows holding an erased user_id, not erased themselves."""
+    by_user_id = ErasedIds({"user_id": ids.digests["user_id"]}).matches(holding)
+    erased_devices = ids.digests.get("domain_userid", frozenset())
+    return tuple(sorted(r[0] for r in holding.where(by_user_id).select("domain_userid").distinct().collect()
+                        if r[0] is not None and id_digest(r[0]) not in erased_devices))
 
 
 def _utc(hour: datetime) -> datetime:
     """A collected hour (naive UTC, as the hourly step reads them) as an aware UTC time."""
     return hour.replace(tzinfo=timezone.utc) if hour.tzinfo is None else hour.astimezone(timezone.utc)
-
-
-def _processed_hours(tables: TableStore) -> set[datetime]:
-    if not tables.exists(HOUR_LEDGER):
-        return set()
-    return {_utc(r[0]) for r in tables.read(HOUR_LEDGER, columns=["load_hour_tstamp"]).collect()}
 
 
 def request_erasure(settings: Settings, tables: TableStore, ids: ErasedIds, *, instance, now: datetime,
