@@ -12,6 +12,7 @@ from incremental_assets.planning.processing_manifest import PROBLEM_STATUSES, It
 from incremental_assets.progress import hourly_step_samples, hours_under_other_rules, plan_next_run, processed_hours
 from incremental_assets.settings import Settings
 from incremental_assets.skipped_hours import record_skips
+from incremental_assets.start_moved import before_start
 from resources.manifest import ItemState, ManifestStore, item_id, split_item_id
 
 # -- views ----------------------------------------------------------------------------------
@@ -28,6 +29,8 @@ def describe_limits(settings: Settings, now: datetime) -> str:
         lines = [f"{plan.state.name.replace('_', ' ').capitalize()}: nothing to process now",
                  f"  next run: {plan.describe()}"]
     lines.append(f"  {_due_work(settings, plan, manifest)}")
+    if (moved := before_start(settings)) is not None:
+        lines.append(f"  {moved.describe()}")
     processed = processed_hours(settings)
     if processed:
         with_data = sorted(h for h, p in processed.items() if p.fingerprint)

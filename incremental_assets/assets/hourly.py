@@ -50,6 +50,7 @@ from incremental_assets.names import (
 from incremental_assets.partitions import hourly_partitions, hours_per_run
 from incremental_assets.planning.hours import hour_key
 from incremental_assets.sources.reader import require_source
+from incremental_assets.start_moved import remove_rows_before_start
 from resources.manifest_io_manager import TableOutput, TableWrite, claimed
 from resources.warehouse import WarehouseResource
 
@@ -99,6 +100,9 @@ def hourly_assets(context: AssetExecutionContext, warehouse: WarehouseResource):
     # The turn: one hourly step at a time on any instance, as the hourly_sessions pool does on
     # a configured one. Two at once would each keep their copy of an event (rules 3).
     with claimed(context, warehouse, HOURLY_ASSETS, turn=HOURLY_TURN) as claim:
+        if (moved := remove_rows_before_start(warehouse, context.run_id)) is not None:
+            context.log.info(f"start_date moved later: removed what {moved.hours} load hour(s) and {moved.days} "
+                             f"event day(s) before {moved.first_hour:%Y-%m-%d %H:%M} left in the tables")
         results = compute(warehouse, window.start, window.end)
         _add_hour_metadata(context, figures_by_hour(window.start, window.end, kept=results.kept,
                                                      rejected=results.rejected, filtered=results.filtered))

@@ -219,3 +219,40 @@ def test_an_hour_skipped_after_a_failed_run_wrote_part_of_it_leaves_nothing_of_i
     assert len(kept) < len(rows)
     assert_same_tables(pipeline_tables(warehouse), reference.expected_tables(kept, reference_settings(), AS_OF),
                        "an hour skipped after a partial write vs the documented rules without its rows")
+
+
+def test_a_start_date_moved_later_leaves_nothing_from_before_it(spark, instance, tmp_path, monkeypatch):
+    """Item 11: start_date moved from day -1 to day 1 after days -1..3 were processed. Rows
+    loaded before the new start must leave every table: sessions that began before it start
+    again from their first event after it (a runaway bot's limit moves), a copy it had dropped
+    is an event again, the days before it have no daily rows, their users no attributes."""
+    import dataclasses
+
+    from incremental_assets import runner
+    from incremental_assets.operations import describe_limits
+    from incremental_assets.settings import Settings
+
+    c0 = hostile.event(at(0, 9), event_id="start-dominance-1", session="m-s1", user="m-u1")
+    c1 = hostile.copy_loaded_at(c0, at(2, 9))
+    only_before = hostile.session_events("m-s2", "m-u2", at(0, 11), 3, dt.timedelta(minutes=5))
+    rows = [c0, c1, *only_before, *hostile.runaway_bots(), *hostile.login_later(), *hostile.late_session_start()]
+    source, warehouse = str(tmp_path / "events"), tmp_path / "incremental"
+    use(monkeypatch, source, warehouse)
+    hostile.write_source(source, rows)
+    assert runner.run_until(at(4, 1), instance=instance, echo=quiet).success
+    assert load_times(pipeline_tables(warehouse), "start-dominance-1") == [at(0, 9, 5, 2)]
+
+    new_start = at(1)
+    use(monkeypatch, source, warehouse, INCREMENTAL_START_DATE=new_start.date().isoformat())
+    limits = describe_limits(Settings.load(), at(4, 1))
+    assert "start_date moved later: the next hourly run removes what 24 processed load hour(s) and 1 event day(s) " \
+           "before 2026-01-06 00:00" in limits, limits
+    report = runner.run_until(at(4, 1), instance=instance, echo=quiet)
+    assert report.success, report.runs
+    tables = pipeline_tables(warehouse)
+    assert load_times(tables, "start-dominance-1") == [at(2, 9)]
+    assert "m-u2" not in {r["domain_userid"] for r in tables["attributes"]}
+    assert "start_date moved later" not in describe_limits(Settings.load(), at(4, 1))
+    assert_same_tables(tables, reference.expected_tables(
+        rows, dataclasses.replace(reference_settings(), start_date=new_start), AS_OF),
+        "start_date moved later vs the documented rules from the new start")

@@ -1,0 +1,112 @@
+"""`start_date` moved later: what was processed before the new start leaves every table.
+
+Only load hours from start_date's hour on exist (docs/rules.md 1), so after the move no run can
+reach the hours before it: they are outside the partitions and outside every plan. The move
+changes the rules digest, so every processed hour from the new start runs again; the first
+hourly step after it (any range) first removes what lies before the start, in an order that a
+crash anywhere only repeats:
+
+1. the sessions that began before the start are queued (`sessions_to_refilter`, from the start's
+   hour): the step derives them again from their events left, or removes them when none is;
+2. the hour-keyed rows loaded before the start: base_events, event_copies (a copy before the
+   start drops nothing any more), rejected_events, filtered_events and their counts;
+3. the daily rows of event days before start_date's day, their users queued for attributes
+   (before and again after the delete: an attributes run that takes the first queue rows in
+   between still sees the second);
+4. last, the ledger rows before the start (the day ledger's, then the hour ledger's): the
+   marker that the removal is due, kept until everything above is done.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import date, datetime
+
+import pyarrow.compute as pc
+from pyspark.sql import functions as F
+
+from incremental_assets.daily_steps import queued
+from incremental_assets.names import (
+    BASE_EVENTS,
+    DAILY_AGGREGATES,
+    DAY_LEDGER,
+    EVENT_COPIES,
+    FILTERED_COUNTS,
+    FILTERED_EVENTS,
+    HOUR_LEDGER,
+    LIFECYCLE,
+    REJECTED_EVENTS,
+    SESSIONS_TO_REFILTER,
+    USERS_TO_REFRESH,
+)
+from incremental_assets.progress import first_load_hour
+from incremental_assets.settings import Settings
+from resources.tables import read_delta_arrow
+from resources.warehouse import WarehouseResource
+
+# Tables keyed by load time, and the column their rows are removed by.
+LOAD_TIME_TABLES = ((BASE_EVENTS, "load_tstamp"), (EVENT_COPIES, "load_tstamp"), (REJECTED_EVENTS, "load_hour_tstamp"),
+                    (FILTERED_EVENTS, "load_tstamp"), (FILTERED_COUNTS, "load_hour_tstamp"))
+
+
+@dataclass(frozen=True)
+class BeforeStart:
+    """What the ledgers record before the start: load hours, and event days aggregated."""
+
+    first_hour: datetime  # the first load hour that exists now
+    first_day: date  # the first event day that exists now
+    hours: int  # hour-ledger rows before first_hour
+    days: int  # day-ledger event days before first_day
+
+    def describe(self) -> str:
+        return (f"start_date moved later: the next hourly run removes what {self.hours} processed load hour(s) "
+                f"and {self.days} event day(s) before {self.first_hour:%Y-%m-%d %H:%M} left in the tables")
+
+
+def before_start(settings: Settings) -> BeforeStart | None:
+    """What the ledgers hold before the start (None: nothing, the usual case). Two small delta-rs
+    reads, no Spark."""
+    first_hour, first_day = first_load_hour(settings), settings.start_date.date()
+    hours = read_delta_arrow(settings.table_path(HOUR_LEDGER), ["load_hour_tstamp"])
+    days = read_delta_arrow(settings.table_path(DAY_LEDGER), ["event_date"])
+    early_hours = 0 if hours is None else pc.sum(pc.less(hours["load_hour_tstamp"], first_hour)).as_py() or 0
+    early_days = 0 if days is None else len(pc.unique(pc.filter(days["event_date"],
+                                                                pc.less(days["event_date"], first_day))))
+    if not early_hours and not early_days:
+        return None
+    return BeforeStart(first_hour, first_day, early_hours, early_days)
+
+
+def _remove_before(warehouse: WarehouseResource, name: str, column: str, end) -> None:
+    tables = warehouse.tables
+    if tables.exists(name):
+        tables.replace_range(name, tables.read(name).limit(0), column=column, start=None, end=end)
+
+
+def remove_rows_before_start(warehouse: WarehouseResource, run_id: str) -> BeforeStart | None:
+    """Remove what lies before the start (the module's steps 1-4); None when nothing does."""
+    settings, tables, spark = warehouse.settings, warehouse.tables, warehouse.spark
+    found = before_start(settings)
+    if found is None:
+        return None
+    start = found.first_hour
+    if tables.exists(LIFECYCLE):
+        began_before = (tables.read(LIFECYCLE, columns=["domain_sessionid", "first_load_tstamp"])
+                        .where(F.col("first_load_tstamp") < F.lit(start))
+                        .select("domain_sessionid", F.lit(start).alias("changed_from"),
+                                F.lit(uuid.uuid4().hex).alias("append_id")))
+        tables.append(SESSIONS_TO_REFILTER, began_before)
+    for name, column in LOAD_TIME_TABLES:
+        _remove_before(warehouse, name, column, start)
+    if tables.exists(DAILY_AGGREGATES):
+        users = (tables.read_range(DAILY_AGGREGATES, "event_date", None, found.first_day, columns=["domain_userid"])
+                 .distinct().collect())
+        if users:
+            users = spark.createDataFrame([(u.domain_userid,) for u in users], "domain_userid string")
+            tables.append(USERS_TO_REFRESH, queued(users, run_id))
+            _remove_before(warehouse, DAILY_AGGREGATES, "event_date", found.first_day)
+            tables.append(USERS_TO_REFRESH, queued(users, f"{run_id}-after"))
+    _remove_before(warehouse, DAY_LEDGER, "event_date", found.first_day)
+    _remove_before(warehouse, HOUR_LEDGER, "load_hour_tstamp", start)
+    return found
