@@ -11,12 +11,13 @@ DEMO_START  ?= 2026-01-05
 DEMO_DAYS   ?= 7
 DEMO_EVENTS ?= 200000
 
-.PHONY: help setup check-prereqs postgres-server demo test test-long test-clocks test-deployment stack-up stack-down soak ui validate bench bench-small clean
+.PHONY: help setup check-prereqs postgres-server demo test test-long test-sequences test-clocks test-deployment stack-up stack-down soak ui validate bench bench-small clean
 
 help:
 	@echo "make demo    set up, generate a sample event lake, run the pipeline on it"
 	@echo "make test    set up and run the test suite (all but the long tests)"
 	@echo "make test-long  the long tests: many runs end to end, a real daemon, killed and racing processes"
+	@echo "make test-sequences  drawn sequences of hostile operations vs the documented rules (SEQUENCE_EXAMPLES=200)"
 	@echo "make test-clocks  the clock-dependent tests under two clocks (midnight and noon UTC)"
 	@echo "make test-deployment  the production-like stack end to end (PostgreSQL, Spark cluster, daemon)"
 	@echo "make stack-up / stack-down  start / stop that stack locally (state in .stack/)"
@@ -57,6 +58,12 @@ test: setup
 
 test-long: setup
 	$(PYTEST_SPREAD) -m long
+
+# The long variant of the operation-sequence test with as many Hypothesis examples as asked
+# (tests/differential/test_operation_sequences.py; `make test-long` runs 8).
+SEQUENCE_EXAMPLES ?= 200
+test-sequences: setup
+	SEQUENCE_EXAMPLES=$(SEQUENCE_EXAMPLES) $(BIN)/python -m pytest tests/differential/test_operation_sequences.py -m long -p no:cacheprovider --hypothesis-show-statistics
 
 # The production-like stack (deploy/): PostgreSQL from the OS packages, a Spark standalone
 # master and two workers from the installed pyspark, dagster-webserver and dagster-daemon.
