@@ -246,6 +246,19 @@ def test_replace_range_with_empty_df_creates_an_empty_table(store, spark):
     assert ns(store.read("t")) == []
 
 
+def test_an_empty_replace_with_an_open_start_deletes_everything_before_the_end(store, spark):
+    # What a start_date moved later removes (incremental_assets/start_moved.py): every row
+    # before the start, on a partition column and on a column that is not one.
+    store.append("t", events(spark, (utc(4, 1), 1), (utc(5, 23), 2)), partition_by=["event_date"])
+    store.append("t", events(spark, (utc(6, 0), 3), (utc(7, 1), 4)))
+    empty = spark.createDataFrame([], SCHEMA)
+
+    store.replace_range("t", empty, column="ts", start=None, end=utc(5, 23))
+    assert ns(store.read("t")) == [2, 3, 4]
+    store.replace_range("t", empty, column="event_date", start=None, end=dt.date(2026, 1, 7))
+    assert ns(store.read("t")) == [4]
+
+
 def test_replace_with_keyed_ranges_replaces_only_those_keys_in_one_commit(store, spark):
     from resources.tables import RowRange
 
