@@ -20,7 +20,7 @@ erasures, skipped hours) and compares that too.
 
 Each example is a chain of Spark and Dagster runs: 30 to 60 s on 2 cores, 30 to 130 s with the
 rebuild. `make test` runs two, `make test-long` LONG_EXAMPLES; `make test-sequences
-SEQUENCE_EXAMPLES=200` runs as many as asked (about 90 s each on average: 5 hours for 200).
+SEQUENCE_EXAMPLES=200` runs as many as asked (80 to 90 s each on average: 4 to 5 hours for 200).
 """
 
 from __future__ import annotations
