@@ -9,10 +9,14 @@ from incremental_assets.names import HOURLY_ASSETS
 from incremental_assets.planning.estimates import describe_duration, estimated_seconds, fit_step_cost
 from incremental_assets.planning.hours import parse_hour_key
 from incremental_assets.planning.processing_manifest import PROBLEM_STATUSES, ItemStatus
-from incremental_assets.progress import hourly_step_samples, hours_under_other_rules, plan_next_run, processed_hours
+from incremental_assets.progress import (
+    hourly_step_samples,
+    hours_under_other_rules,
+    plan_next_run,
+    processed_hours,
+)
 from incremental_assets.settings import Settings
 from incremental_assets.skipped_hours import record_skips
-from incremental_assets.start_moved import before_start
 from resources.manifest import ItemState, ManifestStore, item_id, split_item_id
 
 # -- views ----------------------------------------------------------------------------------
@@ -29,8 +33,8 @@ def describe_limits(settings: Settings, now: datetime) -> str:
         lines = [f"{plan.state.name.replace('_', ' ').capitalize()}: nothing to process now",
                  f"  next run: {plan.describe()}"]
     lines.append(f"  {_due_work(settings, plan, manifest)}")
-    if (moved := before_start(settings)) is not None:
-        lines.append(f"  {moved.describe()}")
+    if plan.before_start is not None:
+        lines.append(f"  {plan.before_start.describe()}")
     processed = processed_hours(settings)
     if processed:
         with_data = sorted(h for h, p in processed.items() if p.fingerprint)

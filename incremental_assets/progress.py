@@ -9,15 +9,17 @@ hours and hours a live run holds (`planning.reconcile`). Nothing here starts Spa
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 from typing import Callable, Iterable
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from incremental_assets.names import BASE_EVENTS, DAILY_AGGREGATES, HOUR_LEDGER, HOURLY_ASSETS
+from incremental_assets.names import BASE_EVENTS, DAILY_AGGREGATES, DAY_LEDGER, HOUR_LEDGER, HOURLY_ASSETS
 from incremental_assets.partitions import hourly_partitions
-from incremental_assets.planning.hours import floor_hour, hour_key, hour_keys, parse_day_key, parse_hour_key
+from incremental_assets.planning.hours import HOUR, floor_hour, hour_key, hour_keys, parse_day_key, parse_hour_key
 from incremental_assets.planning.processing_manifest import ItemStatus, Record, State
 from incremental_assets.planning.reconcile import (
     HoursPlan,
@@ -163,6 +165,7 @@ class LoadHoursPlan:
     source_version: int | None
     blocked: dict[datetime, str]  # hour -> why an item stops it (fail-locked, locked by a live run)
     skipped: int  # hours an operator skipped
+    before_start: BeforeStart | None = None  # what a start_date moved later left, removed by the next run
 
     @property
     def ranges(self) -> list[tuple[datetime, datetime]]:
@@ -178,6 +181,9 @@ class LoadHoursPlan:
                             ("data gone", self.hours.removed), ("lookback", self.hours.lookback)):
             if hours:
                 parts.append(f"{name} in {len(hours)} hour(s) from {hour_key(hours[0])}")
+        if self.before_start is not None:
+            parts.append(f"start_date moved later: {self.before_start.hours} load hour(s) before "
+                         f"{hour_key(self.before_start.first_hour)} to remove")
         return "; ".join(parts)
 
     def describe(self) -> str:
@@ -203,6 +209,35 @@ def first_load_hour(settings: Settings) -> datetime:
     """The first load hour processed: start_date's hour, but never before the hourly partitions
     start (they are fixed when the code location loads)."""
     return max(floor_hour(settings.start_date), floor_hour(hourly_partitions.start))
+
+
+@dataclass(frozen=True)
+class BeforeStart:
+    """What the ledgers record before the start after `start_date` moved later: load hours, and
+    event days aggregated (the next hourly run removes it all: `start_moved`)."""
+
+    first_hour: datetime  # the first load hour that exists now
+    first_day: date  # the first event day that exists now
+    hours: int  # hour-ledger rows before first_hour
+    days: int  # day-ledger event days before first_day
+
+    def describe(self) -> str:
+        return (f"start_date moved later: the next hourly run removes what {self.hours} processed load hour(s) "
+                f"and {self.days} event day(s) before {self.first_hour:%Y-%m-%d %H:%M} left in the tables")
+
+
+def before_start(settings: Settings) -> BeforeStart | None:
+    """What the ledgers hold before the start (None: nothing, the usual case). Two small delta-rs
+    reads, no Spark."""
+    first_hour, first_day = first_load_hour(settings), settings.start_date.date()
+    hours = read_delta_arrow(settings.table_path(HOUR_LEDGER), ["load_hour_tstamp"])
+    days = read_delta_arrow(settings.table_path(DAY_LEDGER), ["event_date"])
+    early_hours = 0 if hours is None else pc.sum(pc.less(hours["load_hour_tstamp"], first_hour)).as_py() or 0
+    early_days = 0 if days is None else len(pc.unique(pc.filter(days["event_date"],
+                                                                pc.less(days["event_date"], first_day))))
+    if not early_hours and not early_days:
+        return None
+    return BeforeStart(first_hour, first_day, early_hours, early_days)
 
 
 # Recent hourly steps the cost model is fitted on (`planning.estimates`).
@@ -268,9 +303,15 @@ def plan_load_hours(settings: Settings, *, now: datetime, manifest: ManifestStor
                          lookback_window_hours=settings.lookback_window_hours,
                          max_hours_per_run=settings.max_hours_per_run)
     due_blocked = {h: why for h, why in blocked.items() if _differs(h, source, processed)}
+    moved = before_start(settings)
+    first = first_load_hour(settings)
+    if moved is not None and not hours.ranges and first + HOUR <= now and first not in blocked:
+        # Nothing else is due: the start's first hour runs (again) so that its run removes what
+        # the hours before the start left; a run of a processed hour changes nothing else.
+        hours = dataclasses.replace(hours, ranges=[(first, first + HOUR)])
     return LoadHoursPlan(hours=hours, state=RunState.STANDARD if processed else RunState.FIRST_RUN,
                          source_version=snapshot.version if snapshot else None, blocked=due_blocked,
-                         skipped=len(states.skipped | set(skipped_at)))
+                         skipped=len(states.skipped | set(skipped_at)), before_start=moved)
 
 
 def _differs(hour: datetime, source: dict, processed: dict) -> bool:

@@ -14,16 +14,14 @@ crash anywhere only repeats:
    (before and again after the delete: an attributes run that takes the first queue rows in
    between still sees the second);
 4. last, the ledger rows before the start (the day ledger's, then the hour ledger's): the
-   marker that the removal is due, kept until everything above is done.
+   marker that the removal is due, kept until everything above is done (`progress.before_start`
+   reads it; when no hour is due otherwise, the plan runs the start's first hour for it).
 """
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
-from datetime import date, datetime
 
-import pyarrow.compute as pc
 from pyspark.sql import functions as F
 
 from incremental_assets.daily_steps import queued
@@ -40,42 +38,12 @@ from incremental_assets.names import (
     SESSIONS_TO_REFILTER,
     USERS_TO_REFRESH,
 )
-from incremental_assets.progress import first_load_hour
-from incremental_assets.settings import Settings
-from resources.tables import read_delta_arrow
+from incremental_assets.progress import BeforeStart, before_start
 from resources.warehouse import WarehouseResource
 
 # Tables keyed by load time, and the column their rows are removed by.
 LOAD_TIME_TABLES = ((BASE_EVENTS, "load_tstamp"), (EVENT_COPIES, "load_tstamp"), (REJECTED_EVENTS, "load_hour_tstamp"),
                     (FILTERED_EVENTS, "load_tstamp"), (FILTERED_COUNTS, "load_hour_tstamp"))
-
-
-@dataclass(frozen=True)
-class BeforeStart:
-    """What the ledgers record before the start: load hours, and event days aggregated."""
-
-    first_hour: datetime  # the first load hour that exists now
-    first_day: date  # the first event day that exists now
-    hours: int  # hour-ledger rows before first_hour
-    days: int  # day-ledger event days before first_day
-
-    def describe(self) -> str:
-        return (f"start_date moved later: the next hourly run removes what {self.hours} processed load hour(s) "
-                f"and {self.days} event day(s) before {self.first_hour:%Y-%m-%d %H:%M} left in the tables")
-
-
-def before_start(settings: Settings) -> BeforeStart | None:
-    """What the ledgers hold before the start (None: nothing, the usual case). Two small delta-rs
-    reads, no Spark."""
-    first_hour, first_day = first_load_hour(settings), settings.start_date.date()
-    hours = read_delta_arrow(settings.table_path(HOUR_LEDGER), ["load_hour_tstamp"])
-    days = read_delta_arrow(settings.table_path(DAY_LEDGER), ["event_date"])
-    early_hours = 0 if hours is None else pc.sum(pc.less(hours["load_hour_tstamp"], first_hour)).as_py() or 0
-    early_days = 0 if days is None else len(pc.unique(pc.filter(days["event_date"],
-                                                                pc.less(days["event_date"], first_day))))
-    if not early_hours and not early_days:
-        return None
-    return BeforeStart(first_hour, first_day, early_hours, early_days)
 
 
 def _remove_before(warehouse: WarehouseResource, name: str, column: str, end) -> None:

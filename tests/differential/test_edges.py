@@ -256,3 +256,13 @@ def test_a_start_date_moved_later_leaves_nothing_from_before_it(spark, instance,
     assert_same_tables(tables, reference.expected_tables(
         rows, dataclasses.replace(reference_settings(), start_date=new_start), AS_OF),
         "start_date moved later vs the documented rules from the new start")
+
+    # Moved past every row: no hour from the new start holds data, yet one run removes it all.
+    past_all = at(5)
+    use(monkeypatch, source, warehouse, INCREMENTAL_START_DATE=past_all.date().isoformat())
+    report = runner.run_until(at(5, 2), instance=instance, echo=quiet)
+    assert report.success and [run.job for run in report.runs].count("hourly_job") == 1, report.runs
+    assert_same_tables(pipeline_tables(warehouse), reference.expected_tables(
+        rows, dataclasses.replace(reference_settings(), start_date=past_all), AS_OF),
+        "start_date moved past every row vs the documented rules (no rows)")
+    assert "start_date moved later" not in describe_limits(Settings.load(), at(5, 2))
