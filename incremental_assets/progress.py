@@ -304,11 +304,10 @@ def plan_load_hours(settings: Settings, *, now: datetime, manifest: ManifestStor
                          max_hours_per_run=settings.max_hours_per_run)
     due_blocked = {h: why for h, why in blocked.items() if _differs(h, source, processed)}
     moved = before_start(settings)
-    first = first_load_hour(settings)
-    if moved is not None and not hours.ranges and first + HOUR <= now and first not in blocked:
+    if moved is not None and not hours.ranges and moved.first_hour + HOUR <= now and moved.first_hour not in blocked:
         # Nothing else is due: the start's first hour runs (again) so that its run removes what
         # the hours before the start left; a run of a processed hour changes nothing else.
-        hours = dataclasses.replace(hours, ranges=[(first, first + HOUR)])
+        hours = dataclasses.replace(hours, ranges=[(moved.first_hour, moved.first_hour + HOUR)])
     return LoadHoursPlan(hours=hours, state=RunState.STANDARD if processed else RunState.FIRST_RUN,
                          source_version=snapshot.version if snapshot else None, blocked=due_blocked,
                          skipped=len(states.skipped | set(skipped_at)), before_start=moved)
