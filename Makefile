@@ -87,8 +87,9 @@ test-deployment: $(DEPLOY_STAMP)
 
 STACK_DIR ?= $(CURDIR)/.stack
 # SPARK_CONNECT=1: runs reach the cluster through a Spark Connect server.
+# OBJECT_STORE=1: an S3-compatible object store too (bucket s3://lake) for the warehouse and source.
 stack-up: $(DEPLOY_STAMP)
-	$(BIN)/python -m deploy.stack up --dir $(STACK_DIR) $(if $(SPARK_CONNECT),--spark-connect)
+	$(BIN)/python -m deploy.stack up --dir $(STACK_DIR) $(if $(SPARK_CONNECT),--spark-connect) $(if $(OBJECT_STORE),--object-store)
 
 stack-down:
 	$(BIN)/python -m deploy.stack down --dir $(STACK_DIR)

@@ -7,6 +7,9 @@ lives under one directory (default .stack/).
     python -m deploy.stack up --spark-connect
                                    also a Spark Connect server in front of the cluster; the
                                    runs then reach Spark through it (SPARK_REMOTE)
+    python -m deploy.stack up --object-store
+                                   also an S3-compatible object store (a moto server) with a
+                                   bucket `lake`: the warehouse and source can be s3://lake/...
     python -m deploy.stack down    stop everything it started (also after a crash of `up`)
     python -m deploy.stack status  what runs, where
 
@@ -28,6 +31,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import pyarrow.fs as pafs
 import pyspark
 import yaml
 
@@ -39,6 +43,9 @@ HOST = "127.0.0.1"
 PG_USER = PG_DB = "dagster"
 WORKERS = 2
 WORKER_MEMORY = "1g"
+BUCKET = "lake"
+# The object store's credentials: moto accepts any; real stores take them from the environment.
+OBJECT_STORE_KEYS = {"AWS_ACCESS_KEY_ID": "stack", "AWS_SECRET_ACCESS_KEY": "stack", "AWS_REGION": "us-east-1"}
 
 
 def free_port() -> int:
@@ -72,6 +79,7 @@ class Stack:
     spark_ui_port: int = 0
     webserver_port: int = 0
     connect_port: int = 0  # a Spark Connect server in front of the master; 0: none
+    object_store_port: int = 0  # an S3-compatible object store (moto); 0: none
     pids: dict[str, int] = field(default_factory=dict)  # name -> process group
     env: dict[str, str] = field(default_factory=dict)  # what the Dagster processes and runs get
 
@@ -173,12 +181,41 @@ class Stack:
         _run(["createdb", *server, database])
         return self.database_url(database)
 
+    def start_object_store(self) -> None:
+        """An S3-compatible object store (moto's server, from the Python package) with one
+        bucket, BUCKET; its state lives in memory and ends with the stack."""
+        self.object_store_port = free_port()
+        self._start("object-store", [sys.executable, "-m", "moto.server", "-H", HOST,
+                                     "-p", str(self.object_store_port)], {**os.environ})
+        self._wait_for_port("object-store", self.object_store_port)
+        store = pafs.S3FileSystem(endpoint_override=self.object_store_url, scheme="http", allow_bucket_creation=True,
+                                  access_key=OBJECT_STORE_KEYS["AWS_ACCESS_KEY_ID"],
+                                  secret_key=OBJECT_STORE_KEYS["AWS_SECRET_ACCESS_KEY"],
+                                  region=OBJECT_STORE_KEYS["AWS_REGION"])
+        store.create_dir(BUCKET)
+
+    @property
+    def object_store_url(self) -> str:
+        return f"http://{HOST}:{self.object_store_port}"
+
+    def object_store_env(self) -> dict[str, str]:
+        """The AWS variables every process reaching the object store gets (delta-rs, pyarrow and
+        Spark's S3A all read them): empty without one."""
+        if not self.object_store_port:
+            return {}
+        return {**OBJECT_STORE_KEYS, "AWS_ENDPOINT_URL": self.object_store_url, "AWS_ALLOW_HTTP": "true"}
+
     def spark_env(self) -> dict[str, str]:
         home = spark_home()
         # The master's REST submission port is fixed (6066) by default: off, it is not used.
         return {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": HOST, "SPARK_PUBLIC_DNS": HOST,
                 "SPARK_LOG_DIR": str(self.directory / "logs"), "PYSPARK_PYTHON": sys.executable,
-                "SPARK_NO_DAEMONIZE": "1", "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false"}
+                "SPARK_NO_DAEMONIZE": "1", "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false",
+                # Each run's application copies the jars it is given (S3A's are 690 MB) into the
+                # worker's directory: remove finished applications' after two minutes.
+                "SPARK_WORKER_OPTS": "-Dspark.worker.cleanup.enabled=true -Dspark.worker.cleanup.interval=60 "
+                                     "-Dspark.worker.cleanup.appDataTtl=120",
+                **self.object_store_env()}
 
     def start_spark(self) -> None:
         self.spark_port, self.spark_ui_port = free_port(), free_port()
@@ -188,12 +225,14 @@ class Stack:
                                      "--port", str(self.spark_port), "--webui-port", str(self.spark_ui_port)], env)
         self._wait_for_port("spark-master", self.spark_port)
         for n in range(1, WORKERS + 1):
-            work = self.directory / f"spark-worker-{n}"
-            work.mkdir(parents=True, exist_ok=True)
+            # Each worker has a scratch directory of its own, as on separate hosts.
+            work, scratch = self.directory / f"spark-worker-{n}", self.directory / f"spark-worker-{n}-scratch"
+            for path in (work, scratch):
+                path.mkdir(parents=True, exist_ok=True)
             self._start(f"spark-worker-{n}", [spark_class, "org.apache.spark.deploy.worker.Worker", "--host", HOST,
                                               "--webui-port", str(free_port()), "--cores", "1",
                                               "--memory", WORKER_MEMORY, "--work-dir", str(work),
-                                              self.spark_master], env)
+                                              self.spark_master], {**env, "SPARK_LOCAL_DIRS": str(scratch)})
 
     def driver_conf(self) -> dict[str, str]:
         """Settings of a Spark driver on this cluster (a run's own, or the Connect server's)."""
@@ -225,7 +264,7 @@ class Stack:
         return {"INCREMENTAL_AUTOMATION_RUNNING": "true", **os.environ, **(extra or {}), **self.env,
                 "DAGSTER_HOME": str(self.dagster_home),
                 "DAGSTER_PG_URL": self.pg_url, **self.spark_client_env(), "PYSPARK_PYTHON": sys.executable,
-                "NO_PROXY": HOST, "no_proxy": HOST}
+                "NO_PROXY": HOST, "no_proxy": HOST, **self.object_store_env()}
 
     def start_dagster(self) -> None:
         self.dagster_home.mkdir(parents=True, exist_ok=True)
@@ -241,7 +280,8 @@ class Stack:
 
     # -- the whole stack ----------------------------------------------------------
     @classmethod
-    def up(cls, directory: Path, env: dict[str, str] | None = None, *, spark_connect: bool = False) -> "Stack":
+    def up(cls, directory: Path, env: dict[str, str] | None = None, *, spark_connect: bool = False,
+           object_store: bool = False) -> "Stack":
         """Start every component; on any failure, stop what was started and raise."""
         directory.mkdir(parents=True, exist_ok=True)
         if (previous := cls.load(directory)) is not None and previous.running():
@@ -251,6 +291,8 @@ class Stack:
         stack.save()
         try:
             stack.start_postgres()
+            if object_store:
+                stack.start_object_store()
             stack.start_spark()
             if spark_connect:
                 stack.start_connect()
@@ -284,12 +326,13 @@ class Stack:
             f"Dagster UI:    {self.webserver_url}",
             f"Spark master:  {self.spark_master} (UI http://{HOST}:{self.spark_ui_port})",
             *([f"Spark Connect: {self.spark_remote}"] if self.connect_port else []),
+            *([f"Object store:  {self.object_store_url} (bucket s3://{BUCKET})"] if self.object_store_port else []),
             f"PostgreSQL:    {self.pg_url}",
             f"DAGSTER_HOME:  {self.dagster_home}",
             f"running:       {', '.join(self.running()) or 'nothing'}",
             "To run the CLI against this stack:",
             f"  export DAGSTER_HOME={self.dagster_home} DAGSTER_PG_URL={self.pg_url} "
-            + " ".join(f"{k}='{v}'" for k, v in self.spark_client_env().items()),
+            + " ".join(f"{k}='{v}'" for k, v in {**self.spark_client_env(), **self.object_store_env()}.items()),
         ])
 
 
@@ -352,9 +395,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, default=REPO / ".stack")
     parser.add_argument("--spark-connect", action="store_true",
                         help="up: also start a Spark Connect server; runs reach Spark through it")
+    parser.add_argument("--object-store", action="store_true",
+                        help="up: also start an S3-compatible object store (moto) with a bucket 'lake'")
     args = parser.parse_args(argv)
     if args.command == "up":
-        stack = Stack.up(args.dir, spark_connect=args.spark_connect)
+        stack = Stack.up(args.dir, spark_connect=args.spark_connect, object_store=args.object_store)
         print(stack.describe())
         return 0
     stack = Stack.load(args.dir)

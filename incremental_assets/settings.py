@@ -94,12 +94,12 @@ class Settings:
     @property
     def warehouse_root(self) -> str:
         """The warehouse as the table store addresses it: a URI, or an absolute local path."""
-        return self.warehouse.rstrip("/") if "://" in self.warehouse else str(self.warehouse_path)
+        return canonical_location(self.warehouse.rstrip("/")) if "://" in self.warehouse else str(self.warehouse_path)
 
     @property
     def source(self) -> str:
         if "://" in self.source_path:
-            return self.source_path
+            return canonical_location(self.source_path)
         return str(Path(self.source_path).expanduser().resolve())
 
     def table_path(self, name: str) -> str:
@@ -231,6 +231,13 @@ class Settings:
                 and not self.warehouse_path.is_dir():
             raise SettingsError(
                 f"warehouse={self.warehouse!r} is a file; it must be a directory (or not exist yet)")
+
+
+def canonical_location(uri: str) -> str:
+    """A warehouse or source location as every engine names it: `s3a://b/p` becomes `s3://b/p`,
+    the spelling delta-rs, pyarrow and Spark (through S3A, resources/object_store.py) all
+    accept, so one table has one name."""
+    return "s3://" + uri[len("s3a://"):] if uri.startswith("s3a://") else uri
 
 
 def _at_least(name: str, value: float, minimum: float) -> None:

@@ -1,4 +1,5 @@
-"""The Delta Lake jars for Spark: resolved from Maven once (`make setup`), loaded offline after.
+"""The Delta Lake jars (and S3A's) for Spark: resolved from Maven once (`make setup`), loaded
+offline after.
 
 Spark's own `spark.jars.packages` resolves jars at every session start and needs Maven then;
 runs and tests here must start offline. So `python -m resources.delta_jars` (run by
@@ -7,6 +8,10 @@ and pyspark, with its runtime dependencies, and keeps in a cache only the jars S
 ship itself (Spark's own Hadoop, Parquet, Jackson and Scala versions win; two versions of one
 library on a classpath fail at random). A session then loads them with `spark.jars`, local
 files that the driver also serves to every executor, so a cluster needs no shared disk.
+
+The same goes for `org.apache.hadoop:hadoop-aws` at the Hadoop version pyspark ships, with the
+AWS SDK bundle it needs (S3A, Spark's `s3a://` filesystem; about 690 MB, so sessions load it
+only when a warehouse or source is on an object store: `resources/object_store.py`).
 
 The cache is `$INCREMENTAL_DELTA_JARS_DIR` or `~/.cache/incremental-assets/delta-jars`, one
 folder per coordinate, complete only when its list `jars.txt` exists (written last).
@@ -47,6 +52,19 @@ def delta_coordinate() -> str:
         delta_version = "<delta-spark version>"
     spark_minor = ".".join(pyspark.__version__.split(".")[:2])
     return f"io.delta:delta-spark_{spark_minor}_{_SCALA_BINARY}:{delta_version}"
+
+
+def hadoop_version() -> str:
+    """The Hadoop release pyspark ships (its hadoop-client-api jar's version)."""
+    spark_jars = Path(pyspark.__file__).parent / "jars"
+    for jar in spark_jars.glob("hadoop-client-api-*.jar"):
+        return jar.name.removeprefix("hadoop-client-api-").removesuffix(".jar")
+    raise DeltaJarsError(f"no hadoop-client-api jar in {spark_jars}: cannot tell which hadoop-aws matches")
+
+
+def s3a_coordinate() -> str:
+    """Maven coordinate of S3A matching pyspark's Hadoop (two Hadoop releases on one classpath fail)."""
+    return f"org.apache.hadoop:hadoop-aws:{hadoop_version()}"
 
 
 def cache_root() -> Path:
@@ -109,7 +127,7 @@ def resolve_delta_jars(coordinate: str | None = None) -> list[str]:
     mvn = shutil.which("mvn")
     if mvn is None:
         raise DeltaJarsError(
-            f"Maven ('mvn') is needed once to fetch the Delta jars {coordinate}: install it "
+            f"Maven ('mvn') is needed once to fetch the jars {coordinate}: install it "
             "(e.g. 'apt-get install maven') and run 'make setup' again")
     target = coordinate_dir(coordinate)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -124,12 +142,13 @@ def resolve_delta_jars(coordinate: str | None = None) -> list[str]:
         if done.returncode != 0:
             detail = (done.stdout + done.stderr).strip().splitlines()[-12:]
             raise DeltaJarsError(
-                f"Maven could not resolve the Delta jars {coordinate} (is that delta-spark release "
-                "published for this Spark version?):\n" + "\n".join(detail))
+                f"Maven could not resolve {coordinate} (is that release published for this Spark "
+                "version?):\n" + "\n".join(detail))
         spark_jars = Path(pyspark.__file__).parent / "jars"
         keep = jars_spark_lacks([p.name for p in out.glob("*.jar")], spark_jars)
-        if not any(name.startswith("delta-spark_") for name in keep):
-            raise DeltaJarsError(f"Maven resolved {coordinate} but no delta-spark jar came with it")
+        artifact = coordinate.split(":")[1]
+        if not any(name.startswith(artifact + "-") for name in keep):
+            raise DeltaJarsError(f"Maven resolved {coordinate} but no {artifact} jar came with it")
         staged = work_dir / "staged"
         staged.mkdir()
         for name in keep:
@@ -144,15 +163,18 @@ def resolve_delta_jars(coordinate: str | None = None) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m resources.delta_jars",
-        description="Fetch the Delta Lake jars matching the installed delta-spark into the local cache.")
-    parser.add_argument("--coordinate", help="Maven coordinate (default: the installed delta-spark's)")
+        description="Fetch the Delta Lake jars matching the installed delta-spark, and S3A's matching "
+                    "pyspark's Hadoop, into the local cache.")
+    parser.add_argument("--coordinate", help="one Maven coordinate (default: Delta's and S3A's)")
     args = parser.parse_args(argv)
-    try:
-        jars = resolve_delta_jars(args.coordinate)
-    except DeltaJarsError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    print(f"Delta jars ({args.coordinate or delta_coordinate()}): {len(jars)} in {coordinate_dir(args.coordinate)}")
+    coordinates = [args.coordinate] if args.coordinate else [delta_coordinate(), s3a_coordinate()]
+    for coordinate in coordinates:
+        try:
+            jars = resolve_delta_jars(coordinate)
+        except DeltaJarsError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 1
+        print(f"jars of {coordinate}: {len(jars)} in {coordinate_dir(coordinate)}")
     return 0
 
 

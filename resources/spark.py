@@ -26,6 +26,7 @@ from dagster_pyspark import LazyPySparkResource
 from pyspark.sql import SparkSession
 
 from resources.delta_jars import cached_delta_jars, delta_session_conf
+from resources.object_store import object_store_in_use, s3a_spark_conf
 
 _LOCK = threading.Lock()
 _LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties").as_uri()
@@ -123,11 +124,20 @@ def spark_config_from_env(overrides: Mapping[str, Any] | None = None) -> dict[st
         conf["spark.master"] = master
     # Native Delta (the delta-spark engine, Delta reads of any source) whenever `make setup`
     # cached its jars; a `spark.jars` given as well adds to them.
+    jars: list[str] = []
     delta_jars = cached_delta_jars()
     if delta_jars:
         conf.update(delta_session_conf(delta_jars))
-    if delta_jars and given.get("spark.jars"):
-        given["spark.jars"] = conf["spark.jars"] + "," + given["spark.jars"]
+        jars += delta_jars
+    # S3A (a 690 MB SDK bundle) only for a warehouse or source on an object store.
+    if object_store_in_use():
+        s3a = s3a_spark_conf()
+        jars += s3a.pop("spark.jars").split(",")
+        conf.update(s3a)
+    if given.get("spark.jars"):
+        jars += given.pop("spark.jars").split(",")
+    if jars:
+        conf["spark.jars"] = ",".join(jars)
     conf.update(given)
     return conf
 

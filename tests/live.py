@@ -65,12 +65,13 @@ def launch_backfill(port: int, first: str, last: str, assets=HOURLY) -> str:
     return result["backfillId"]
 
 
-def modeled_rows(warehouse: Path, table: str) -> list[dict]:
-    """A modeled table's rows in its key order, for comparing two warehouses."""
-    return read_table(warehouse / table).sort_by([(k, "ascending") for k in MODELED[table]]).to_pylist()
+def modeled_rows(warehouse: Path | str, table: str) -> list[dict]:
+    """A modeled table's rows in its key order, for comparing two warehouses (a local path or
+    an object-store URI)."""
+    return read_table(f"{warehouse}/{table}").sort_by([(k, "ascending") for k in MODELED[table]]).to_pylist()
 
 
-def assert_tables_equal_a_local_run(warehouse: Path, until: datetime, settings_env: dict[str, str],
+def assert_tables_equal_a_local_run(warehouse: Path | str, until: datetime, settings_env: dict[str, str],
                                     monkeypatch, local_warehouse: Path) -> None:
     """run_until(until) in this process (local Spark) with the same settings, into
     `local_warehouse`; every modeled table of `warehouse` must equal its result."""

@@ -6,11 +6,15 @@ from dagster import OpExecutionContext, Output, ScheduleDefinition, job, op
 
 from incremental_assets.automation.status import SCHEDULE_STATUS
 from incremental_assets.maintenance import maintain_tables, recent_partitions_from
-from incremental_assets.names import MAINTENANCE_JOB
+from incremental_assets.names import HOURLY_POOL, MAINTENANCE_JOB
 from resources.warehouse import WarehouseResource
 
 
-@op(name="maintain_tables", description="Compact recent partitions and vacuum every table of the warehouse.")
+# In the writers' pool: compaction and vacuum wait for the hourly step's slot instead of
+# racing it (each would only retry its commit, but a vacuum beside a long write is what a
+# too-short retention turns into lost files).
+@op(name="maintain_tables", description="Compact recent partitions and vacuum every table of the warehouse.",
+    pool=HOURLY_POOL)
 def maintain_tables_op(context: OpExecutionContext, warehouse: WarehouseResource):
     settings, now = warehouse.settings, datetime.now(timezone.utc)
     context.log.info(f"maintenance: partitions from {recent_partitions_from(settings, now)}, "

@@ -190,7 +190,7 @@ class DeltaRsTableStore(TableStore):
     # -- writes --------------------------------------------------------------------------
 
     def _stage(self, df) -> StagedRows:
-        return StagedRows(df, None if "://" in self.root else self.root)
+        return StagedRows(df, self.root)
 
     def _write_arrow(self, target: DeltaTable | str, data: StagedRows, **options) -> None:
         """Every data write goes through here: delta-rs streams the staged rows into files."""

@@ -10,8 +10,12 @@ from typing import Sequence
 
 import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.fs as pafs
 from pyspark.sql import Observation
 from pyspark.sql import functions as F
+
+from resources.object_store import filesystem as object_filesystem
+from resources.object_store import is_object_store
 
 
 def delta_field(field: pa.Field) -> pa.Field:
@@ -31,7 +35,9 @@ STALE_STAGING_SECONDS = 24 * 3600
 def sweep_stale_staging(staging_root: str, *, older_than: float = STALE_STAGING_SECONDS) -> list[str]:
     """Remove staged-write directories under `<staging_root>/_staging` last modified more than
     `older_than` seconds ago; return their names. Readers never see staged files, so this
-    only reclaims disk; young directories may belong to a write in progress and are kept."""
+    only reclaims space; young directories may belong to a write in progress and are kept."""
+    if is_object_store(staging_root):
+        return _sweep_stale_objects(staging_root, older_than)
     staging = os.path.join(staging_root, "_staging")
     try:
         entries = list(os.scandir(staging))
@@ -48,6 +54,34 @@ def sweep_stale_staging(staging_root: str, *, older_than: float = STALE_STAGING_
             shutil.rmtree(entry.path, ignore_errors=True)
             removed.append(entry.name)
     return removed
+
+
+def _sweep_stale_objects(staging_root: str, older_than: float) -> list[str]:
+    """The same on an object store, where a directory is its objects' common prefix: a staged
+    write is stale when its newest object is."""
+    filesystem, staging = object_filesystem(f"{staging_root}/_staging")
+    newest: dict[str, float] = {}
+    for info in filesystem.get_file_info(pafs.FileSelector(staging, recursive=True, allow_not_found=True)):
+        if info.type == pafs.FileType.File and info.mtime is not None:
+            name = info.path[len(staging):].lstrip("/").split("/", 1)[0]
+            newest[name] = max(newest.get(name, 0.0), info.mtime.timestamp())
+    cutoff = time.time() - older_than
+    removed = sorted(name for name, at in newest.items() if at < cutoff)
+    for name in removed:
+        _delete_dir(f"{staging_root}/_staging/{name}")
+    return removed
+
+
+def _delete_dir(path: str) -> None:
+    """Remove a staged directory, local or on an object store, whatever is left of it."""
+    if not is_object_store(path):
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    filesystem, inner = object_filesystem(path)
+    try:
+        filesystem.delete_dir(inner)
+    except (FileNotFoundError, OSError):
+        pass
 
 
 class StagingNotVisible(RuntimeError):
@@ -90,59 +124,54 @@ def check_staged_rows(path: str, written: int, found: int) -> None:
 class StagedRows:
     """A DataFrame's rows for one write, computed once.
 
-    Local warehouses: Spark writes them as Parquet files under `<root>/_staging/<id>` and
-    delta-rs reads them back as a stream of Arrow batches, so memory stays bounded however
-    large the write (collecting the result to the driver ran a 10M-event backfill out of
-    heap). Remote warehouses: collected to Arrow in memory. Use as `with StagedRows(...) as
-    data:`; leaving the block removes the files, whether the write succeeded or not.
+    Spark writes them as Parquet files under `<root>/_staging/<id>` (a local path or an object
+    store) and delta-rs reads them back as a stream of Arrow batches, so memory stays bounded
+    however large the write (collecting the result to the driver ran a 10M-event backfill out
+    of heap). Use as `with StagedRows(...) as data:`; leaving the block removes the files,
+    whether the write succeeded or not.
     """
 
-    def __init__(self, df, staging_root: str | None):
-        self._path = None
-        if staging_root is None:
-            self._table: pa.Table | None = df.toArrow()
-            self._dataset = None
-            source_schema = self._table.schema
-        else:
-            sweep_stale_staging(staging_root)
-            self._path = f"{staging_root}/_staging/{uuid.uuid4().hex}"
-            try:
-                written = write_parquet_counted(df, self._path)
-            except BaseException:
-                self.close()  # a failed Spark job can leave part files behind
-                raise
-            if not os.path.isdir(self._path):
-                raise StagingNotVisible(self._path)
-            self._dataset = ds.dataset(self._path, format="parquet")
-            self._table = None
-            source_schema = self._dataset.schema if self._dataset.files else df.limit(0).toArrow().schema
+    def __init__(self, df, staging_root: str):
+        sweep_stale_staging(staging_root)
+        self._path = f"{staging_root}/_staging/{uuid.uuid4().hex}"
+        try:
+            written = write_parquet_counted(df, self._path)
+        except BaseException:
+            self.close()  # a failed Spark job can leave part files behind
+            raise
+        filesystem, inner = object_filesystem(self._path)
+        found = filesystem.get_file_info(inner).type == pafs.FileType.Directory
+        if not found and not is_object_store(self._path):
+            raise StagingNotVisible(self._path)
+        # On an object store a directory exists only through its objects: none, no rows.
+        self._dataset = ds.dataset(inner, filesystem=filesystem, format="parquet") if found else None
+        source_schema = self._dataset.schema if found and self._dataset.files else df.limit(0).toArrow().schema
         self.schema = pa.schema([delta_field(f) for f in source_schema])
         self.column_names = self.schema.names
-        self.num_rows = self._table.num_rows if self._table is not None else self._dataset.count_rows()
-        if self._dataset is not None:
-            try:
-                check_staged_rows(self._path, written, self.num_rows)
-            except StagingIncomplete:
-                self.close()
-                raise
+        self.num_rows = self._dataset.count_rows() if found else 0
+        try:
+            check_staged_rows(self._path, written, self.num_rows)
+        except StagingIncomplete:
+            self.close()
+            raise
+
+    def _batches(self):
+        return self._dataset.to_batches() if self._dataset is not None else iter(())
 
     def reader(self) -> pa.RecordBatchReader:
         """A fresh stream of all rows in `schema` (each commit attempt reads its own)."""
-        if self._table is not None:
-            return self._table.cast(self.schema).to_reader()
-        batches = (batch.cast(self.schema) for batch in self._dataset.to_batches())
+        batches = (batch.cast(self.schema) for batch in self._batches())
         return pa.RecordBatchReader.from_batches(self.schema, batches)
 
     def columns(self, names: Sequence[str]) -> pa.Table:
         """Only these columns, in memory (for checks on keys and range columns)."""
         subset = pa.schema([self.schema.field(n) for n in names])
-        table = self._table.select(list(names)) if self._table is not None else \
-            self._dataset.to_table(columns=list(names))
-        return table.cast(subset)
+        if self._dataset is None:
+            return subset.empty_table()
+        return self._dataset.to_table(columns=list(names)).cast(subset)
 
     def close(self) -> None:
-        if self._path is not None:
-            shutil.rmtree(self._path, ignore_errors=True)
+        _delete_dir(self._path)
 
     def __enter__(self) -> "StagedRows":
         return self

@@ -1,11 +1,14 @@
 """A Spark cluster's configuration: the Delta jars every session loads from the local cache,
-and a warehouse on a local path refused for a cluster unless declared shared."""
+S3A's jars and settings for a warehouse or source on an object store, and a warehouse on a
+local path refused for a cluster unless declared shared."""
 
 from pathlib import Path
 
 import pytest
 
+from incremental_assets.settings import Settings
 from resources import delta_jars
+from resources.object_store import ObjectStoreSetupError
 from resources.spark import spark_config_from_env
 from resources.tables import unshared_warehouse_problem
 
@@ -13,7 +16,9 @@ from resources.tables import unshared_warehouse_problem
 @pytest.fixture
 def jar_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("INCREMENTAL_DELTA_JARS_DIR", str(tmp_path / "cache"))
-    for name in ("SPARK_REMOTE", "INCREMENTAL_SPARK_REMOTE", "INCREMENTAL_SPARK_MASTER", "INCREMENTAL_SPARK_CONF"):
+    for name in ("SPARK_REMOTE", "INCREMENTAL_SPARK_REMOTE", "INCREMENTAL_SPARK_MASTER", "INCREMENTAL_SPARK_CONF",
+                 "INCREMENTAL_WAREHOUSE", "INCREMENTAL_SOURCE_PATH", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3",
+                 "AWS_REGION", "AWS_DEFAULT_REGION"):
         monkeypatch.delenv(name, raising=False)
     return tmp_path / "cache"
 
@@ -40,6 +45,50 @@ def test_an_incomplete_cache_is_not_used(jar_cache):
           listed=["delta-spark_4.2_2.13-4.4.0.jar", "delta-storage-4.4.0.jar"])
     assert delta_jars.cached_delta_jars() is None
     assert "spark.jars" not in spark_config_from_env()
+
+
+S3A_JARS = ["hadoop-aws-3.5.0.jar", "bundle-2.35.4.jar"]
+
+
+def test_s3a_is_loaded_only_for_a_warehouse_or_source_on_an_object_store(jar_cache, monkeypatch):
+    _fill(delta_jars.coordinate_dir(), ["delta-spark_4.2_2.13-4.4.0.jar"])
+    _fill(delta_jars.coordinate_dir(delta_jars.s3a_coordinate()), S3A_JARS)
+    monkeypatch.setenv("INCREMENTAL_WAREHOUSE", "/data/warehouse")
+    conf = spark_config_from_env()
+    assert [Path(j).name for j in conf["spark.jars"].split(",")] == ["delta-spark_4.2_2.13-4.4.0.jar"]
+    assert not any(key.startswith("spark.hadoop.fs.s3") for key in conf)
+
+    monkeypatch.setenv("INCREMENTAL_SOURCE_PATH", "s3a://lake/events")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9000")
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    conf = spark_config_from_env({"spark.jars": "/opt/extra.jar"})
+    assert [Path(j).name for j in conf["spark.jars"].split(",")] == [
+        "delta-spark_4.2_2.13-4.4.0.jar", *S3A_JARS, "extra.jar"]
+    # s3:// (the name delta-rs and pyarrow use) and s3a:// both go through S3A.
+    assert conf["spark.hadoop.fs.s3.impl"] == conf["spark.hadoop.fs.s3a.impl"] == \
+        "org.apache.hadoop.fs.s3a.S3AFileSystem"
+    assert conf["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:9000"
+    assert conf["spark.hadoop.fs.s3a.path.style.access"] == "true"
+    assert conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "false"
+    assert conf["spark.hadoop.fs.s3a.endpoint.region"] == "eu-west-1"
+
+
+def test_an_object_store_without_the_cached_s3a_jars_is_refused_by_name(jar_cache, monkeypatch):
+    monkeypatch.setenv("INCREMENTAL_WAREHOUSE", "s3://lake/warehouse")
+    with pytest.raises(ObjectStoreSetupError, match=r"hadoop-aws.*make setup"):
+        spark_config_from_env()
+
+
+@pytest.mark.parametrize("given, named", [
+    ("s3a://lake/warehouse/", "s3://lake/warehouse"),
+    ("s3://lake/warehouse", "s3://lake/warehouse"),
+    ("abfss://c@account.dfs.core.windows.net/w", "abfss://c@account.dfs.core.windows.net/w"),
+])
+def test_a_warehouse_on_an_object_store_has_one_name_for_every_engine(given, named):
+    settings = Settings(warehouse=given, source_path=given.rstrip("/") + "_source")
+    assert settings.warehouse_root == named
+    assert settings.source == named + "_source"
+    assert settings.table_path("base_events") == named + "/base_events"
 
 
 def test_only_jars_spark_does_not_ship_are_kept(tmp_path):

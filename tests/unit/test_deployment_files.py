@@ -51,3 +51,15 @@ def test_production_instance_yaml_follows_dagster_schema():
     assert custom_class is None
     assert config["run_coordinator"]["class"] == "QueuedRunCoordinator"
     assert config["storage"]["custom"]["module"] == "resources.postgres_storage"
+
+
+def test_every_writer_of_the_warehouse_takes_the_hourly_pool():
+    """The hourly step and table maintenance (compaction, vacuum) queue for one pool: the
+    production instance limits it to 1, so a vacuum never runs beside the hourly write."""
+    from incremental_assets.definitions import defs
+    from incremental_assets.names import HOURLY_JOB, HOURLY_POOL, MAINTENANCE_JOB
+
+    def pool(job: str, node: str):
+        return defs.resolve_job_def(job).graph.node_dict[node].definition.pool
+
+    assert pool(HOURLY_JOB, "hourly_assets") == pool(MAINTENANCE_JOB, "maintain_tables") == HOURLY_POOL

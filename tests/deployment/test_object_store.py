@@ -1,0 +1,191 @@
+"""The stack with its warehouse and source on an S3-compatible object store (`deploy/stack.py
+--object-store`: a moto server on loopback), as a cluster without a shared disk runs it.
+
+The Spark standalone workers write through S3A (each with a scratch directory of its own),
+delta-rs commits through S3's conditional writes, and no file is local: the warehouse is
+`s3://lake/warehouse` and the source is named `s3a://lake/source` (Spark's spelling; delta-rs
+and pyarrow get `s3://`). The daemon's sensors process the source's hours, a second batch of
+loads (with late events) follows, and every table equals a local-mode run over the same
+source. Separately, two processes commit to the processing manifest on the object store at
+once: no commit is lost, and of two claims of one item exactly one wins.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+
+import pyarrow.fs as pafs
+import pytest
+from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
+
+from deploy.stack import BUCKET, REPO, Stack
+from incremental_assets.planning.processing_manifest import ItemStatus
+from resources.manifest import ManifestStore
+from resources.object_store import filesystem
+from tests.live import assert_tables_equal_a_local_run, moved_in_time, settled, write_loads
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+NOW = datetime(2026, 1, 7, 12, 5, tzinfo=timezone.utc)  # the sensor's clock (INCREMENTAL_SENSOR_CLOCK)
+T0 = NOW.replace(minute=0) - timedelta(hours=10)
+SAMPLE_START, SAMPLE_HOUR_0 = date(2026, 1, 4), datetime(2026, 1, 6, tzinfo=timezone.utc)
+PHASE_SECONDS = 900
+WAREHOUSE, SOURCE = f"s3://{BUCKET}/warehouse", f"s3a://{BUCKET}/source"
+
+
+def hour(h: int) -> datetime:
+    return T0 + timedelta(hours=h)
+
+
+@pytest.fixture(scope="module")
+def events(spark):
+    from incremental_assets.sources.generator import generate_events_df
+
+    sample = generate_events_df(spark, events=900, days=3, start=SAMPLE_START, seed=11)
+    return moved_in_time(sample, T0 - SAMPLE_HOUR_0).cache()
+
+
+def new_stack(request, env: dict[str, str], monkeypatch, **options) -> Stack:
+    # Not under pytest's tmp_path (mode 700): as root, PostgreSQL runs as the postgres user.
+    stack_dir = Path(tempfile.mkdtemp(prefix="incremental-stack-"))
+    stack_dir.chmod(0o755)
+    request.addfinalizer(lambda: shutil.rmtree(stack_dir, ignore_errors=True))
+    stack = Stack.up(stack_dir, env, object_store=True, **options)
+    request.addfinalizer(stack.down)
+    for name, value in stack.object_store_env().items():  # this process reads the store too
+        monkeypatch.setenv(name, value)
+    return stack
+
+
+def upload(local: Path, uri: str) -> int:
+    """Copy what is new or changed in the local Delta table `local` to `uri`: data files
+    first, the log last, so that no reader sees a commit before its files. How many files."""
+    store, root = filesystem(uri)
+    present = {info.path: info.size for info in store.get_file_info(
+        pafs.FileSelector(root, recursive=True, allow_not_found=True)) if info.type == pafs.FileType.File}
+    files = sorted((p for p in local.rglob("*") if p.is_file()), key=lambda p: ("_delta_log" in p.parts, str(p)))
+    copied = 0
+    for path in files:
+        target = f"{root}/{path.relative_to(local).as_posix()}"
+        if present.get(target) != path.stat().st_size:
+            with store.open_output_stream(target) as out:
+                out.write(path.read_bytes())
+            copied += 1
+    return copied
+
+
+def objects_under(uri: str) -> list[str]:
+    store, root = filesystem(uri)
+    return [info.path for info in store.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
+            if info.type == pafs.FileType.File]
+
+
+def succeeded(instance, job: str):
+    return instance.get_runs(filters=RunsFilter(job_name=job, statuses=[DagsterRunStatus.SUCCESS]))
+
+
+def wait_until(what: str, condition, stack: Stack, timeout: float = PHASE_SECONDS):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(3)
+    logs = [f"--- {log.name} ---\n" + "\n".join(log.read_text(errors="replace").splitlines()[-30:])
+            for log in sorted((stack.directory / "logs").glob("*.log"))]
+    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}\n" + "\n".join(logs))
+
+
+def test_the_cluster_on_an_object_store_matches_local_mode(spark, events, tmp_path, monkeypatch, request):
+    source = tmp_path / "source"
+    assert write_loads(events, source, hour(0), hour(6)) > 0
+    env = {"INCREMENTAL_WAREHOUSE": WAREHOUSE, "INCREMENTAL_SOURCE_PATH": SOURCE,
+           "INCREMENTAL_START_DATE": T0.date().isoformat(), "INCREMENTAL_SENSOR_CLOCK": NOW.isoformat(),
+           "INCREMENTAL_SENSOR_INTERVAL_SECONDS": "30",
+           "INCREMENTAL_ATTRIBUTES_AS_OF": (NOW.date() + timedelta(days=1)).isoformat()}
+    stack = new_stack(request, env, monkeypatch)
+    assert upload(source, SOURCE) > 0
+    monkeypatch.setenv("DAGSTER_PG_URL", stack.pg_url)
+    instance = DagsterInstance.from_config(str(stack.dagster_home))
+    request.addfinalizer(instance.dispose)
+
+    wait_until("the sensor's first hourly run", lambda: succeeded(instance, "hourly_job"), stack)
+    wait_until("attributes after the first hours", lambda: succeeded(instance, "attributes_job"), stack)
+    wait_until("every run to finish", lambda: settled(instance), stack)
+    first_runs = len(succeeded(instance, "hourly_job"))
+
+    # A second batch of loads: the sensor runs the new hours, then the days they touched
+    # (late events among them) and attributes again.
+    assert write_loads(events, source, hour(6), hour(10)) > 0
+    assert upload(source, SOURCE) > 0
+    wait_until("the sensor's run of the new hours", lambda: len(succeeded(instance, "hourly_job")) > first_runs,
+               stack)
+    wait_until("every run to finish", lambda: settled(instance), stack)
+    assert not instance.get_runs(filters=RunsFilter(statuses=[DagsterRunStatus.FAILURE]))
+    assert len(succeeded(instance, "daily_job")) >= 2
+    assert len(succeeded(instance, "attributes_job")) >= 2
+
+    # Nothing was written on a local disk for the warehouse, and no staged write was left behind.
+    assert objects_under(f"{WAREHOUSE}/base_events")
+    assert objects_under(f"{WAREHOUSE}/_staging") == []
+    assert not list(REPO.glob(f"{BUCKET}*")) and not Path(WAREHOUSE).exists()
+
+    # Local mode over the same source (its local copy) gives the same tables.
+    assert_tables_equal_a_local_run(WAREHOUSE, NOW, {**env, "INCREMENTAL_SOURCE_PATH": str(source)},
+                                    monkeypatch, tmp_path / "local_warehouse")
+
+
+# Two processes commit to one manifest on the object store: each claims and closes its own
+# items, and both claim one shared item, all at the same moment.
+_COMMITTER = textwrap.dedent("""
+    import os, sys, time
+    from resources.manifest import ItemLockedError, ManifestStore
+    from incremental_assets.planning.processing_manifest import State
+    store, name, go = ManifestStore(sys.argv[1]), sys.argv[2], float(sys.argv[3])
+    time.sleep(max(0.0, go - time.time()))
+    never_finished = lambda lock: None
+    try:
+        store.claim(["shared/item"], application="test", run_id=name, run_finished=never_finished)
+        print("won shared/item")
+    except ItemLockedError:
+        print("lost shared/item")
+    for n in range(6):
+        item = f"{name}/{n}"
+        store.claim([item], application="test", run_id=name, run_finished=never_finished)
+        store.close([item], run_id=name, state=State.PROCESSED, application="test")
+""")
+
+
+def test_two_processes_committing_to_the_manifest_on_the_object_store_lose_nothing(tmp_path, monkeypatch, request):
+    stack = Stack(directory=tmp_path / "stack")
+    request.addfinalizer(stack.down)
+    stack.start_object_store()
+    for name, value in stack.object_store_env().items():
+        monkeypatch.setenv(name, value)
+    manifest = f"s3://{BUCKET}/warehouse/processing_manifest"
+    ManifestStore(manifest).skip(["warm/up"], note="creates the table before the race")
+    go = time.time() + 8  # both start their first commit at this instant
+    children = [subprocess.Popen([sys.executable, "-c", _COMMITTER, manifest, name, str(go)], cwd=REPO,
+                                 env={**os.environ, **stack.object_store_env()},
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                for name in ("run-a", "run-b")]
+    outputs = [child.communicate(timeout=300)[0] for child in children]
+    assert [child.returncode for child in children] == [0, 0], outputs
+    assert sorted(line for out in outputs for line in out.splitlines() if "shared/item" in line) == [
+        "lost shared/item", "won shared/item"], outputs
+
+    states = ManifestStore(manifest).states()
+    for name in ("run-a", "run-b"):
+        for n in range(6):
+            assert states[f"{name}/{n}"].status is ItemStatus.READY, (name, n)
+            assert [r.state.name for r in states[f"{name}/{n}"].records] == ["PROCESSING", "PROCESSED"]
+    assert states["shared/item"].status is ItemStatus.LOCKED
+    assert len(states["shared/item"].records) == 1  # one claim landed, not two
+    # Every record committed is there once: the warm-up, the winning claim, 2 x 6 x 2.
+    assert len(ManifestStore(manifest).records()) == 1 + 1 + 24
