@@ -24,7 +24,7 @@ help:
 	@echo "make soak    many runs in a row over a growing source (SOAK_HOURS=24)"
 	@echo "make ui      open the Dagster UI (dagster dev) on 127.0.0.1:3000"
 	@echo "make bench   benchmark: 10M events over 30 days, writes bench/RESULTS.md (about 3 hours; BENCH_ARGS=\"--rebuild-repeats 1 --skip-cold\": 77 min)"
-	@echo "make bench-small  the same on 300k events over 10 days (9 to 14 minutes on 2 cores)"
+	@echo "make bench-small  the same on 300k events over 10 days, once per Delta engine, side by side (bench/ENGINES-small.md)"
 
 check-prereqs:
 	@command -v $(PYTHON) >/dev/null 2>&1 && $(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' \
@@ -121,8 +121,11 @@ $(BENCH_STAMP): $(STAMP)
 bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
+# Both Delta engines on the same data, then the two side by side (bench/ENGINES-small.md).
 bench-small: $(BENCH_STAMP)
-	$(BIN)/python -m bench --small $(BENCH_ARGS)
+	$(BIN)/python -m bench --small --engine delta-rs $(BENCH_ARGS)
+	$(BIN)/python -m bench --small --engine delta-spark $(BENCH_ARGS)
+	$(BIN)/python -m bench.engines bench/RESULTS-small.json bench/RESULTS-small-delta-spark.json --out bench/ENGINES-small.md
 
 validate: setup
 	$(BIN)/dagster definitions validate

@@ -51,6 +51,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from bench.dagster_storage import KINDS, DagsterStorage
+from bench.engines import BENCH_ENGINES
 from bench.long_history import long_history
 from bench.measure import (
     BENCH_DIR,
@@ -270,6 +271,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--maintenance-hours", type=int, default=300,
                         help="hourly writes before the table-maintenance measurement")
     parser.add_argument("--work", default=str(BENCH_DIR / "out"))
+    parser.add_argument("--engine", choices=BENCH_ENGINES, default="delta-rs",
+                        help="the Delta engine the pipeline writes with (INCREMENTAL_TABLE_ENGINE); the report "
+                             "of another than delta-rs goes to RESULTS[-small]-<engine>.md by default")
     parser.add_argument("--dagster-storage", choices=KINDS, default="sqlite",
                         help="where Dagster keeps runs and events: SQLite files, the embedded default, or a "
                              "PostgreSQL server, as in production")
@@ -293,7 +297,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         args.rebuild_repeats = args.repeats
     if args.rebuild_repeats < 1:
         parser.error(f"--rebuild-repeats must be at least 1, not {args.rebuild_repeats}")
-    args.out = Path(args.out or BENCH_DIR / ("RESULTS-small.md" if args.small else "RESULTS.md"))
+    engine_suffix = "" if args.engine == "delta-rs" else f"-{args.engine}"
+    args.out = Path(args.out or BENCH_DIR / (("RESULTS-small" if args.small else "RESULTS") + engine_suffix + ".md"))
     if args.baseline is None and args.out.with_suffix(".json").exists():
         args.baseline = str(args.out.with_suffix(".json"))
     return args
@@ -311,7 +316,7 @@ def main(argv=None) -> int:
 
 def run_benchmark(args: argparse.Namespace, work: Path, storage: DagsterStorage, began: float) -> int:
     # Partitions start at start_date when the code location is imported: set it first.
-    set_env(start_date=START.isoformat())
+    set_env(start_date=START.isoformat(), table_engine=args.engine)
     # Attributes as of the day after the history (not today): their last-N-day windows hold data.
     set_env(attributes_as_of=(START + timedelta(days=args.days)).isoformat())
     os.environ.setdefault("INCREMENTAL_LOG_LEVEL", "CRITICAL")
@@ -358,6 +363,7 @@ def run_benchmark(args: argparse.Namespace, work: Path, storage: DagsterStorage,
         say(f"  warm run {run + 1}: {seconds:.1f} s ({source_rows / seconds:,.0f} events/s)")
     reference_warehouse = work / "full_warm_0"
     results["full_warm"], results["full_warm_steps"] = warm, warm_steps
+    results["files_written"] = files_per_table(spark, reference_warehouse)
     report(results)
     # DuckDB's tables are compared with the first warm rebuild's now, before the new hours below
     # change it (with one rebuild, it is also the warehouse of the longest history).
@@ -411,10 +417,14 @@ def run_benchmark(args: argparse.Namespace, work: Path, storage: DagsterStorage,
     home = work / f"full_warm_{args.rebuild_repeats - 1}_dagster"
     results["cold_hour"] = cold_hours(tables, pool, growing, warehouse, home, after, args.repeats)
     report(results)
-    say("cold hours through a Spark Connect server (a new client process each)")
-    results["cold_hour_connect"] = cold_hours_through_connect(tables, pool, growing, warehouse, home,
-                                                              after + timedelta(hours=args.repeats), args.repeats)
-    report(results)
+    if args.engine == "delta-rs":
+        say("cold hours through a Spark Connect server (a new client process each)")
+        results["cold_hour_connect"] = cold_hours_through_connect(tables, pool, growing, warehouse, home,
+                                                                  after + timedelta(hours=args.repeats), args.repeats)
+        report(results)
+    else:
+        say(f"cold hours through Spark Connect: not measured with {args.engine} (the Connect server started "
+            "here does not load Delta)")
     say(f"table maintenance after {args.maintenance_hours} hourly writes")
     results["maintenance"] = maintenance_effect(spark, tables, pool, work, args.maintenance_hours, args.repeats)
     report(results)
@@ -432,6 +442,15 @@ def run_benchmark(args: argparse.Namespace, work: Path, storage: DagsterStorage,
     print("\n".join(targets_section(results, full_run)))
     say(f"done in {results['seconds_total'] / 60:.1f} min: {args.out}")
     return 0
+
+
+def files_per_table(spark, warehouse: Path) -> dict[str, int]:
+    """How many data files each table of a warehouse holds (what one rebuild wrote)."""
+    from incremental_assets.names import ALL_TABLES
+    from resources.tables import table_store
+
+    tables = table_store(spark, str(warehouse), "delta-rs")  # reads any Delta table's log
+    return {name: int(tables.describe(name)["num_files"]) for name in ALL_TABLES if tables.exists(name)}
 
 
 if __name__ == "__main__":

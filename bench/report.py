@@ -22,7 +22,7 @@ from pathlib import Path
 
 def _command_line(args: dict[str, str]) -> str:
     """The options a run was started with that change what it measures, as typed."""
-    shown = ("events", "days", "repeats", "rebuild_repeats", "small", "skip_cold", "dagster_storage")
+    shown = ("events", "days", "repeats", "rebuild_repeats", "small", "skip_cold", "dagster_storage", "engine")
     return " ".join(f"--{k.replace('_', '-')}" if v == "True" else f"--{k.replace('_', '-')} {v}"
                     for k, v in args.items() if k in shown and v not in ("False", "None"))
 
