@@ -39,12 +39,15 @@ class NoInstance(Exception):
     """A command that launches runs was given no Dagster instance to keep them in."""
 
 
-def _instance(ephemeral: bool):
+def _instance(ephemeral: bool, submit: bool = False):
     """The Dagster instance runs are kept in: $DAGSTER_HOME's, the one the UI and the sensors
     read. Without it a run would go to a throwaway instance nobody ever sees, so that takes
-    --ephemeral-instance."""
+    --ephemeral-instance (and --submit, which hands runs to the instance's daemon, refuses it)."""
     from dagster import DagsterInstance
 
+    if ephemeral and submit:
+        raise NoInstance("--submit hands the runs to the instance's queue, which a throwaway instance does not "
+                         "have: leave out --ephemeral-instance and set DAGSTER_HOME to the deployment's instance")
     if ephemeral:
         return DagsterInstance.ephemeral()
     home = os.environ.get("DAGSTER_HOME")
@@ -81,7 +84,7 @@ def cmd_run(args) -> int:
     from incremental_assets.settings import Settings
 
     Settings.load()  # a bad setting stops here, before _instance() creates DAGSTER_HOME
-    report = run_until(args.until, instance=_instance(args.ephemeral_instance))
+    report = run_until(args.until, instance=_instance(args.ephemeral_instance, args.submit), submit=args.submit)
     print(report.summary())
     return 0 if report.success else 1
 
@@ -93,7 +96,8 @@ def cmd_backfill(args) -> int:
     if args.end < args.start:
         raise ValueError(f"--end {args.end} is before --start {args.start}")
     Settings.load()  # a bad setting stops here, before _instance() creates DAGSTER_HOME
-    report = backfill(args.start, args.end, instance=_instance(args.ephemeral_instance))
+    report = backfill(args.start, args.end, instance=_instance(args.ephemeral_instance, args.submit),
+                      submit=args.submit)
     print(report.summary())
     return 0 if report.success else 1
 
@@ -172,6 +176,10 @@ def cmd_forget(args) -> int:
     return 0
 
 
+SUBMIT_HELP = ("submit the hourly runs to the instance ($DAGSTER_HOME) instead of running them here: its queue, "
+               "pools and run launcher run them, and its sensors the days and attributes after them")
+
+
 def _global_options(default) -> argparse.ArgumentParser:
     """--warehouse and --source, taken before or after the command. After it they must not
     reset a value given before it, hence the subcommands' default SUPPRESS."""
@@ -209,11 +217,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", parents=[after, instance], help="what the hourly sensor would do at time --until, in this process")
     p.add_argument("--until", type=_parse_ts, required=True, help="ISO 8601 (2024-03-02T18:00:00Z), a date, or 'now'")
+    p.add_argument("--submit", action="store_true", help=SUBMIT_HELP)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("backfill", parents=[after, instance], help="rebuild loads of [--start, --end] in every asset")
     p.add_argument("--start", type=_parse_date, required=True)
     p.add_argument("--end", type=_parse_date, required=True)
+    p.add_argument("--submit", action="store_true", help=SUBMIT_HELP)
     p.set_defaults(func=cmd_backfill)
 
     p = sub.add_parser("limits", parents=[after], help="the current state and the limits the next run would use")

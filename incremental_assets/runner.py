@@ -6,11 +6,16 @@ the tests call. It sits above `definitions` (the composition root); nothing belo
 - `run_until(ts)`: what the daemon would do at time `ts`: the load hours `progress` plans
   (the rule the hourly sensor uses), then the late days, then attributes;
 - `backfill(start, end)`: every asset over the loads of [start, end], then the days they touch.
+
+With `submit=True` the hourly runs are submitted to the instance instead (`submit_job`): its
+queue, pools and run launcher decide where and when they run, as for the UI's and the
+sensors' runs, and the sensors then rebuild the days those runs touch and attributes.
 """
 
 from __future__ import annotations
 
 import gc
+import json
 import os
 import sys
 import time
@@ -19,6 +24,8 @@ from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Callable, Iterable
 
+from dagster._cli.job import execute_launch_command
+from dagster._cli.workspace.cli_target import WorkspaceOpts
 from dagster._core.definitions.reconstruct import ReconstructableRepository
 from dagster._core.execution.api import execute_run
 from dagster._core.remote_origin import (
@@ -70,6 +77,7 @@ class JobRun:
     success: bool
     failures: tuple[str, ...] = ()  # one line per failed step
     seconds: float = 0.0
+    submitted: bool = False  # handed to the instance's queue; it runs elsewhere, later
 
 
 @dataclass
@@ -87,6 +95,11 @@ class RunReport:
     def summary(self) -> str:
         """One closing line: the runs, their time, what failed or waits."""
         failed = sum(not run.success for run in self.runs)
+        submitted = [run.run_id for run in self.runs if run.submitted]
+        if submitted:
+            line = (f"submitted: {len(submitted)} run(s) to the instance's queue ({', '.join(submitted)}); the "
+                    "sensors rebuild the days they touch and attributes once they finish")
+            return line + (f"; waiting: {self.refused}" if self.refused else "")
         line = (f"done: {len(self.runs)} run(s) in {sum(run.seconds for run in self.runs):.0f} s"
                 + (f", {failed} failed" if failed else ""))
         return line + (f"; waiting: {self.refused}" if self.refused else "")
@@ -115,6 +128,20 @@ def execute_job(job_name: str, *, instance, tags: dict[str, str] | None = None,
     del result
     release_jvm_references()
     return run
+
+
+def submit_job(job_name: str, *, instance, tags: dict[str, str] | None = None,
+               partitions: tuple[str, str] | None = None, echo: Echo = print) -> JobRun:
+    """Submit one run of the code location's job to the instance, as the UI's Launch does: the
+    run coordinator queues it, the daemon starts it when the queue and the pools allow, and the
+    run launcher puts it in a process of its own (with the production instance, where the
+    deployment runs them). Returns at once."""
+    tags = {**(tags or {}), **(range_tags(*partitions) if partitions else {})}
+    run = execute_launch_command(instance=instance, job_name=job_name, tags=json.dumps(tags),
+                                 workspace_opts=WorkspaceOpts(workspace=[str(PROJECT_ROOT / "workspace.yaml")]))
+    span = f" {partitions[0]} .. {partitions[1]}" if partitions else ""
+    echo(f"  {job_name}{span}: submitted (run {run.run_id}, {run.status.value})")
+    return JobRun(job_name, run.run_id, True, submitted=True)
 
 
 def execute_with_origin(job_name: str, instance, *, tags: dict[str, str], run_config: dict):
@@ -186,10 +213,12 @@ def attributes_tags(tags: dict[str, str], why: str) -> dict[str, str]:
             f"attributes {why}, as of {tags.get(AS_OF_TAG, 'today')}"}
 
 
-def run_until(until: datetime, *, instance, echo: Echo = print) -> RunReport:
+def run_until(until: datetime, *, instance, echo: Echo = print, submit: bool = False) -> RunReport:
     """Do in this process what the daemon would do at time `until`: every due load hour (oldest
     first, `backfill_limit_days` at a time), then the event days the ledger calls for, then
-    attributes as of `until`'s day."""
+    attributes as of `until`'s day. With `submit`, the hourly runs of the first plan are
+    submitted to the instance instead, as the hourly sensor's would be (the next plan depends
+    on their outcome: the sensor makes it after they finish)."""
     settings = Settings.load()
     require_source(settings.source)
     tags = {AS_OF_TAG: until.astimezone(timezone.utc).date().isoformat()}
@@ -214,9 +243,12 @@ def run_until(until: datetime, *, instance, echo: Echo = print) -> RunReport:
             echo(f"  load hours {first} .. {last} ({plan.reason()})")
             run_tags = {**tags, RUN_STATE_TAG: limits.state.name, RUN_LIMITS_TAG: limits.describe(),
                         REASON_TAG: plan.reason()}
-            if not _record(report, execute_job(HOURLY_JOB, instance=instance, tags=run_tags, echo=echo,
-                                               partitions=(first, last))):
+            run_job = submit_job if submit else execute_job
+            if not _record(report, run_job(HOURLY_JOB, instance=instance, tags=run_tags, echo=echo,
+                                           partitions=(first, last))):
                 return report
+        if submit:
+            return report
         # Plan again while hours are deferred, or when a run made other hours due (a copy gone
         # from the source revives later copies): each round runs hours not run yet, so it ends.
         ran.update(plan.hours.hours)
@@ -250,10 +282,13 @@ def late_days_and_attributes(settings: Settings, *, instance, report: RunReport,
                                     tags=attributes_tags(tags, "for users queued by an earlier run"), echo=echo))
 
 
-def backfill(start: date, end: date, *, instance, echo: Echo = print, now: datetime | None = None) -> RunReport:
+def backfill(start: date, end: date, *, instance, echo: Echo = print, now: datetime | None = None,
+             submit: bool = False) -> RunReport:
     """Rebuild loads of days [start, end] in every asset (whatever the ledger says; one hourly
     run per max_hours_per_run hours, oldest first), then the event days they touch and
-    [start, end], then attributes."""
+    [start, end], then attributes. With `submit`, the hourly runs are submitted to the
+    instance (its queue runs them oldest first, one hourly step at a time) and the days they
+    touch follow from the sensors."""
     settings = Settings.load()
     now = now or datetime.now(timezone.utc)
     partitions_end = end_load_hour(settings)  # end_date's, or None: no end
@@ -275,9 +310,12 @@ def backfill(start: date, end: date, *, instance, echo: Echo = print, now: datet
     for number, (chunk_start, chunk_end) in enumerate(chunks, 1):
         first, last = hour_keys(chunk_start, chunk_end)
         echo(f"run {number}/{len(chunks)}: load hours {first} .. {last} ({(chunk_end - chunk_start) // HOUR} h)")
-        if not _record(report, execute_job(HOURLY_JOB, instance=instance, tags=tags, echo=echo,
-                                           partitions=(first, last))):
+        run_job = submit_job if submit else execute_job
+        if not _record(report, run_job(HOURLY_JOB, instance=instance, tags=tags, echo=echo,
+                                       partitions=(first, last))):
             return report
+    if submit:
+        return report
     touched = days_loaded_between(settings, first_hour, end_hour)
     requested = {start + timedelta(days=i) for i in range((end - start).days + 1)}
     # Daily partitions exist from start_date through today, or the partitions' end: nothing
