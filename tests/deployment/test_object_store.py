@@ -11,13 +11,11 @@ once: no commit is lost, and of two claims of one item exactly one wins.
 """
 
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import textwrap
 import time
-from datetime import date, datetime, timedelta, timezone
+from datetime import timedelta
 from pathlib import Path
 
 import pyarrow.fs as pafs
@@ -28,35 +26,21 @@ from deploy.stack import BUCKET, REPO, Stack
 from incremental_assets.planning.processing_manifest import ItemStatus
 from resources.manifest import ManifestStore
 from resources.object_store import filesystem
-from tests.live import assert_tables_equal_a_local_run, moved_in_time, settled, write_loads
+from tests.deployment.daemon_runs import NOW, T0, hour, sample_events, stack_directory, succeeded, wait_until
+from tests.live import assert_tables_equal_a_local_run, settled, write_loads
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-NOW = datetime(2026, 1, 7, 12, 5, tzinfo=timezone.utc)  # the sensor's clock (INCREMENTAL_SENSOR_CLOCK)
-T0 = NOW.replace(minute=0) - timedelta(hours=10)
-SAMPLE_START, SAMPLE_HOUR_0 = date(2026, 1, 4), datetime(2026, 1, 6, tzinfo=timezone.utc)
-PHASE_SECONDS = 900
 WAREHOUSE, SOURCE = f"s3://{BUCKET}/warehouse", f"s3a://{BUCKET}/source"
-
-
-def hour(h: int) -> datetime:
-    return T0 + timedelta(hours=h)
 
 
 @pytest.fixture(scope="module")
 def events(spark):
-    from incremental_assets.sources.generator import generate_events_df
-
-    sample = generate_events_df(spark, events=900, days=3, start=SAMPLE_START, seed=11)
-    return moved_in_time(sample, T0 - SAMPLE_HOUR_0).cache()
+    return sample_events(spark, seed=11)
 
 
-def new_stack(request, env: dict[str, str], monkeypatch, **options) -> Stack:
-    # Not under pytest's tmp_path (mode 700): as root, PostgreSQL runs as the postgres user.
-    stack_dir = Path(tempfile.mkdtemp(prefix="incremental-stack-"))
-    stack_dir.chmod(0o755)
-    request.addfinalizer(lambda: shutil.rmtree(stack_dir, ignore_errors=True))
-    stack = Stack.up(stack_dir, env, object_store=True, **options)
+def new_stack(request, env: dict[str, str], monkeypatch) -> Stack:
+    stack = Stack.up(stack_directory(request), env, object_store=True)
     request.addfinalizer(stack.down)
     for name, value in stack.object_store_env().items():  # this process reads the store too
         monkeypatch.setenv(name, value)
@@ -84,22 +68,6 @@ def objects_under(uri: str) -> list[str]:
     store, root = filesystem(uri)
     return [info.path for info in store.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
             if info.type == pafs.FileType.File]
-
-
-def succeeded(instance, job: str):
-    return instance.get_runs(filters=RunsFilter(job_name=job, statuses=[DagsterRunStatus.SUCCESS]))
-
-
-def wait_until(what: str, condition, stack: Stack, timeout: float = PHASE_SECONDS):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(3)
-    logs = [f"--- {log.name} ---\n" + "\n".join(log.read_text(errors="replace").splitlines()[-30:])
-            for log in sorted((stack.directory / "logs").glob("*.log"))]
-    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}\n" + "\n".join(logs))
 
 
 def test_the_cluster_on_an_object_store_matches_local_mode(spark, events, tmp_path, monkeypatch, request):

@@ -14,13 +14,10 @@ the end, whatever happens; nothing listens beyond 127.0.0.1.
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
-import time
-from datetime import date, datetime, timedelta, timezone
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -31,43 +28,16 @@ from dagster_graphql import DagsterGraphQLClient
 from deploy.stack import HOST, REPO, Stack
 from incremental_assets.planning.processing_manifest import ItemStatus, State
 from resources.manifest import ManifestStore
-from tests.live import assert_tables_equal_a_local_run, moved_in_time, settled, write_loads
+from tests.deployment.daemon_runs import NOW, T0, hour, sample_events, stack_directory, succeeded, wait_until
+from tests.live import assert_tables_equal_a_local_run, settled, write_loads
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-NOW = datetime(2026, 1, 7, 12, 5, tzinfo=timezone.utc)  # the sensor's clock (INCREMENTAL_SENSOR_CLOCK)
-T0 = NOW.replace(minute=0) - timedelta(hours=10)
-SAMPLE_START, SAMPLE_HOUR_0 = date(2026, 1, 4), datetime(2026, 1, 6, tzinfo=timezone.utc)
-PHASE_SECONDS = 900
-
-
-def hour(h: int) -> datetime:
-    return T0 + timedelta(hours=h)
 
 
 @pytest.fixture(scope="module")
 def events(spark):
-    from incremental_assets.sources.generator import generate_events_df
-
-    sample = generate_events_df(spark, events=900, days=3, start=SAMPLE_START, seed=9)
-    return moved_in_time(sample, T0 - SAMPLE_HOUR_0).cache()
-
-
-def wait_until(what: str, condition, stack: Stack, timeout: float = PHASE_SECONDS):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(3)
-    logs = []
-    for log in sorted((stack.directory / "logs").glob("*.log")):
-        logs.append(f"--- {log.name} ---\n" + "\n".join(log.read_text(errors="replace").splitlines()[-30:]))
-    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}\n" + "\n".join(logs))
-
-
-def succeeded(instance, job: str):
-    return instance.get_runs(filters=RunsFilter(job_name=job, statuses=[DagsterRunStatus.SUCCESS]))
+    return sample_events(spark, seed=9)
 
 
 def listening_addresses(stack: Stack) -> dict[str, set[str]]:
@@ -178,11 +148,7 @@ def test_the_daemon_runs_the_hours_on_the_cluster_with_postgres_and_matches_loca
            "INCREMENTAL_START_DATE": T0.date().isoformat(), "INCREMENTAL_SENSOR_CLOCK": NOW.isoformat(),
            "INCREMENTAL_SENSOR_INTERVAL_SECONDS": "30",
            "INCREMENTAL_ATTRIBUTES_AS_OF": (NOW.date() + timedelta(days=1)).isoformat()}
-    # Not under pytest's tmp_path (mode 700): as root, PostgreSQL runs as the postgres user.
-    stack_dir = Path(tempfile.mkdtemp(prefix="incremental-stack-"))
-    stack_dir.chmod(0o755)
-    request.addfinalizer(lambda: shutil.rmtree(stack_dir, ignore_errors=True))
-    stack = Stack.up(stack_dir, env)
+    stack = Stack.up(stack_directory(request), env)
     try:
         monkeypatch.setenv("DAGSTER_PG_URL", stack.pg_url)
         instance = DagsterInstance.from_config(str(stack.dagster_home))
