@@ -113,32 +113,51 @@ def step_of(windows, at: float) -> str:
     return "(outside steps)"
 
 
-def spark_stages(spark) -> list[dict]:
-    """Completed stages from Spark's REST API (local UI): input bytes and submission time."""
+def _spark_rest(spark, what: str) -> list[dict]:
+    """A list from Spark's REST API on the local UI (empty without a UI)."""
     import urllib.request
 
     url = spark.sparkContext.uiWebUrl
     if not url:
         return []
     app = spark.sparkContext.applicationId
-    with urllib.request.urlopen(f"{url}/api/v1/applications/{app}/stages?status=complete", timeout=10) as r:
-        stages = json.load(r)
+    with urllib.request.urlopen(f"{url}/api/v1/applications/{app}/{what}", timeout=10) as r:
+        return json.load(r)
+
+
+def _submitted_at(item: dict) -> float | None:
+    submitted = item.get("submissionTime")
+    if not submitted:
+        return None
+    return datetime.strptime(submitted.replace("GMT", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
+
+
+def spark_stages(spark) -> list[dict]:
+    """Completed stages and every job from Spark's REST API (local UI), each with its submission
+    time: a stage's input bytes, a job's tasks (less those it skipped, whose output it reused).
+    The UI keeps the last 1,000 jobs and stages (spark.ui.retainedJobs/Stages): enough for an
+    hour's runs, not for a whole rebuild's."""
     result = []
-    for stage in stages:
-        submitted = stage.get("submissionTime")
-        if not submitted:
-            continue
-        at = datetime.strptime(submitted.replace("GMT", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
-        result.append({"stage": stage["stageId"], "at": at, "input_bytes": stage.get("inputBytes", 0)})
+    for stage in _spark_rest(spark, "stages?status=complete"):
+        at = _submitted_at(stage)
+        if at is not None:
+            result.append({"kind": "stage", "at": at, "input_bytes": stage.get("inputBytes", 0)})
+    for job in _spark_rest(spark, "jobs"):
+        at = _submitted_at(job)
+        if at is not None:
+            result.append({"kind": "job", "at": at, "input_bytes": 0,
+                           "tasks": job.get("numTasks", 0) - job.get("numSkippedTasks", 0)})
     return result
 
 
 def per_step(windows, scans, stages, since: float) -> dict[str, dict]:
-    """Seconds, Delta files/bytes planned, and Spark input bytes, per step."""
+    """Seconds, Delta files/bytes planned, Spark input bytes, and Spark's jobs, stages and tasks,
+    per step."""
     steps: dict[str, dict] = {}
 
     def entry(key: str) -> dict:
-        return steps.setdefault(key, {"seconds": 0.0, "files": 0, "file_bytes": 0, "spark_input_bytes": 0})
+        return steps.setdefault(key, {"seconds": 0.0, "files": 0, "file_bytes": 0, "spark_input_bytes": 0,
+                                      "spark_jobs": 0, "spark_stages": 0, "spark_tasks": 0})
 
     for key, start, end in windows:
         entry(key)["seconds"] += end - start
@@ -146,9 +165,16 @@ def per_step(windows, scans, stages, since: float) -> dict[str, dict]:
         item = entry(step_of(windows, scan.at))
         item["files"] += scan.files
         item["file_bytes"] += scan.bytes
-    for stage in stages:
-        if stage["at"] >= since:
-            entry(step_of(windows, stage["at"]))["spark_input_bytes"] += stage["input_bytes"]
+    for item in stages:
+        if item["at"] < since:
+            continue
+        counts = entry(step_of(windows, item["at"]))
+        if item.get("kind", "stage") == "stage":
+            counts["spark_input_bytes"] += item["input_bytes"]
+            counts["spark_stages"] += 1
+        else:
+            counts["spark_jobs"] += 1
+            counts["spark_tasks"] += item["tasks"]
     return steps
 
 

@@ -99,25 +99,33 @@ def _steps_table(runs: list[dict], before: list[dict] | None = None) -> list[str
     if before is not None:
         before = [_merged(steps) for steps in before]
     keys = sorted({k for steps in runs for k in steps} | {k for steps in before or [] for k in steps})
-    lines = ["| step | seconds | Delta files | bytes in those files | Spark input bytes |",
-             "|---|---:|---:|---:|---:|"]
+    lines = ["| step | seconds | Delta files | bytes in those files | Spark input bytes | Spark jobs | stages "
+             "| tasks |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
     if before is not None:
-        lines = [lines[0].replace("| seconds |", "| seconds before | seconds |"), "|---|---:|---:|---:|---:|---:|"]
-    totals = {"files": [], "file_bytes": [], "spark_input_bytes": []}
+        lines = [lines[0].replace("| seconds |", "| seconds before | seconds |"), lines[1] + "---:|"]
+    counts = ("spark_jobs", "spark_stages", "spark_tasks")  # "-" where a baseline did not count them
+
+    def counted(values: dict, measured: bool) -> str:
+        return " | ".join(f"{values[m]:.0f}" if measured else "-" for m in counts)
+
+    totals = {"files": [], "file_bytes": [], "spark_input_bytes": [], **{m: [] for m in counts}}
     for key in keys:
         ran = any(key in steps for steps in runs)
         values = {m: statistics.median(steps.get(key, {}).get(m, 0) for steps in runs)
-                  for m in ("seconds", "files", "file_bytes", "spark_input_bytes")}
+                  for m in ("seconds", "files", "file_bytes", "spark_input_bytes", *counts)}
+        measured = all(counts[0] in steps.get(key, {counts[0]: 0}) for steps in runs)
         earlier = "" if before is None else (
             f"{_step_seconds(before, key):.2f} | " if any(key in steps for steps in before) else "- | ")
         lines.append(f"| {key} | {earlier}{values['seconds']:.2f} | {values['files']:.0f} | "
-                     f"{_mb(values['file_bytes'])} | {_mb(values['spark_input_bytes'])} |" if ran else
-                     f"| {key} | {earlier}- | | | |")
+                     f"{_mb(values['file_bytes'])} | {_mb(values['spark_input_bytes'])} | "
+                     f"{counted(values, measured)} |" if ran else f"| {key} | {earlier}- | | | | | | |")
     for metric in totals:
         totals[metric] = [sum(s.get(metric, 0) for s in steps.values()) for steps in runs]
+    all_measured = all(counts[0] in s for steps in runs for s in steps.values())
     lines.append(f"| **all** | {'| ' if before is not None else ''}| {statistics.median(totals['files']):.0f} | "
                  f"{_mb(statistics.median(totals['file_bytes']))} | "
-                 f"{_mb(statistics.median(totals['spark_input_bytes']))} |")
+                 f"{_mb(statistics.median(totals['spark_input_bytes']))} | "
+                 f"{counted({m: statistics.median(totals[m]) for m in counts}, all_measured)} |")
     return lines
 
 

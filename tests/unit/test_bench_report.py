@@ -86,3 +86,26 @@ def test_both_sparse_histories_have_a_section_and_read_back(tmp_path):
     assert "| incremental hour at 300 d vs 10 d of the same sparse history: time within 1.2x | 1.09x | yes |" in text
     again = load_results(tmp_path / "RESULTS.json")
     assert again["short_sparse_history"]["incremental"]["seconds"].median == 11.0
+
+
+def test_spark_jobs_stages_and_tasks_are_counted_per_step_and_shown(tmp_path):
+    from bench.measure import per_step
+
+    windows = [("hourly_assets", 10.0, 20.0), ("attributes", 21.0, 23.0)]
+    spark_work = [{"kind": "job", "at": 11.0, "input_bytes": 0, "tasks": 4},
+                  {"kind": "stage", "at": 11.0, "input_bytes": 1e6},
+                  {"kind": "stage", "at": 11.5, "input_bytes": 1e6},
+                  {"kind": "job", "at": 12.0, "input_bytes": 0, "tasks": 2},
+                  {"kind": "stage", "at": 12.0, "input_bytes": 0},
+                  {"kind": "job", "at": 22.0, "input_bytes": 0, "tasks": 1},
+                  {"kind": "job", "at": 5.0, "input_bytes": 0, "tasks": 9}]  # before the runs: not theirs
+    steps = per_step(windows, [], spark_work, since=9.0)
+    assert {k: (v["spark_jobs"], v["spark_stages"], v["spark_tasks"]) for k, v in steps.items()} == {
+        "hourly_assets": (2, 3, 6), "attributes": (1, 0, 1)}
+
+    results = _run(100.0, 20.0, {})
+    results["incremental"][10]["steps"] = [steps] * 3
+    write_report(results, tmp_path / "RESULTS.md")
+    text = (tmp_path / "RESULTS.md").read_text()
+    assert "| hourly_assets | 10.00 | 0 | 0.0 MB | 2.0 MB | 2 | 3 | 6 |" in text
+    assert "| **all** | | 0 | 0.0 MB | 2.0 MB | 3 | 3 | 7 |" in text
