@@ -99,9 +99,9 @@ class RunReport:
         if submitted:
             line = (f"submitted: {len(submitted)} run(s) to the instance's queue ({', '.join(submitted)}); the "
                     "sensors rebuild the days they touch and attributes once they finish")
-            return line + (f"; waiting: {self.refused}" if self.refused else "")
-        line = (f"done: {len(self.runs)} run(s) in {sum(run.seconds for run in self.runs):.0f} s"
-                + (f", {failed} failed" if failed else ""))
+        else:
+            line = (f"done: {len(self.runs)} run(s) in {sum(run.seconds for run in self.runs):.0f} s"
+                    + (f", {failed} failed" if failed else ""))
         return line + (f"; waiting: {self.refused}" if self.refused else "")
 
 
@@ -307,10 +307,10 @@ def backfill(start: date, end: date, *, instance, echo: Echo = print, now: datet
     echo(limits)
     # Oldest first, at most max_hours_per_run hours a run: a run's memory follows its hours.
     chunks = split_ranges([(first_hour, end_hour)], settings.max_hours_per_run)
+    run_job = submit_job if submit else execute_job
     for number, (chunk_start, chunk_end) in enumerate(chunks, 1):
         first, last = hour_keys(chunk_start, chunk_end)
         echo(f"run {number}/{len(chunks)}: load hours {first} .. {last} ({(chunk_end - chunk_start) // HOUR} h)")
-        run_job = submit_job if submit else execute_job
         if not _record(report, run_job(HOURLY_JOB, instance=instance, tags=tags, echo=echo,
                                        partitions=(first, last))):
             return report

@@ -54,9 +54,14 @@ def delta_coordinate() -> str:
     return f"io.delta:delta-spark_{spark_minor}_{_SCALA_BINARY}:{delta_version}"
 
 
+def spark_jars_dir() -> Path:
+    """The jars pyspark ships."""
+    return Path(pyspark.__file__).parent / "jars"
+
+
 def hadoop_version() -> str:
     """The Hadoop release pyspark ships (its hadoop-client-api jar's version)."""
-    spark_jars = Path(pyspark.__file__).parent / "jars"
+    spark_jars = spark_jars_dir()
     for jar in spark_jars.glob("hadoop-client-api-*.jar"):
         return jar.name.removeprefix("hadoop-client-api-").removesuffix(".jar")
     raise DeltaJarsError(f"no hadoop-client-api jar in {spark_jars}: cannot tell which hadoop-aws matches")
@@ -144,8 +149,7 @@ def resolve_delta_jars(coordinate: str | None = None) -> list[str]:
             raise DeltaJarsError(
                 f"Maven could not resolve {coordinate} (is that release published for this Spark "
                 "version?):\n" + "\n".join(detail))
-        spark_jars = Path(pyspark.__file__).parent / "jars"
-        keep = jars_spark_lacks([p.name for p in out.glob("*.jar")], spark_jars)
+        keep = jars_spark_lacks([p.name for p in out.glob("*.jar")], spark_jars_dir())
         artifact = coordinate.split(":")[1]
         if not any(name.startswith(artifact + "-") for name in keep):
             raise DeltaJarsError(f"Maven resolved {coordinate} but no {artifact} jar came with it")

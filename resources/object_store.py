@@ -37,8 +37,9 @@ def is_object_store(uri: str) -> bool:
 
 
 def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
-    """The pyarrow filesystem of a local path or object-store URI, and the path within it."""
-    if is_object_store(uri):
+    """The pyarrow filesystem of a local path or a URI (`s3://`, `s3a://`, `gs://`, ...), and
+    the path within it."""
+    if "://" in uri and not uri.startswith("file://"):
         return pafs.FileSystem.from_uri(canonical_location(uri))
     return pafs.LocalFileSystem(), uri.removeprefix("file://")
 

@@ -20,7 +20,6 @@ import json
 import os
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
-from pathlib import Path
 from urllib.parse import unquote
 
 import numpy as np
@@ -32,6 +31,7 @@ from deltalake import DeltaTable
 
 from incremental_assets.planning.hours import HOUR, floor_hour
 from incremental_assets.sources.schema import PARTITION_COLUMN
+from resources.object_store import filesystem
 
 
 @dataclass(frozen=True)
@@ -151,8 +151,8 @@ def hours_in_file(uri: str) -> frozenset[datetime] | None:
     """The load hours of a data file's rows (load_tstamp, else collector_tstamp), read from the
     file (a Delta data file never changes under its name); None when it cannot be read."""
     try:
-        filesystem, inner = pafs.FileSystem.from_uri(uri) if "://" in uri else (pafs.LocalFileSystem(), uri)
-        parquet = pq.ParquetFile(inner, filesystem=filesystem)
+        store, inner = filesystem(uri)
+        parquet = pq.ParquetFile(inner, filesystem=store)
         present = [c for c in ("load_tstamp", "collector_tstamp") if c in parquet.schema_arrow.names]
         if not present:
             return None
@@ -220,12 +220,9 @@ def _commit_actions(path: str, version: int) -> list[tuple[str, dict]] | None:
     log's clean-up removes commits older than its retention)."""
     name = f"{path.rstrip('/')}/_delta_log/{version:020d}.json"
     try:
-        if "://" in name and not name.startswith("file://"):
-            filesystem, inner = pafs.FileSystem.from_uri(name)
-            with filesystem.open_input_stream(inner) as stream:
-                text = stream.read().decode()
-        else:
-            text = Path(name.removeprefix("file://")).read_text()
+        store, inner = filesystem(name)
+        with store.open_input_stream(inner) as stream:
+            text = stream.read().decode()
     except (OSError, pa.ArrowException):
         return None
     return [next(iter(json.loads(line).items())) for line in text.splitlines() if line.strip()]
@@ -276,11 +273,11 @@ def _day_hours(day: date) -> tuple[datetime, datetime]:
 
 def _parquet_files(path: str) -> list[_File] | None:
     """Every Parquet file under `path` (a local or object-store directory); None if it does not exist."""
-    filesystem, root = pafs.FileSystem.from_uri(path) if "://" in path else (pafs.LocalFileSystem(), path)
-    info = filesystem.get_file_info(root)
+    store, root = filesystem(path)
+    info = store.get_file_info(root)
     if info.type == pafs.FileType.NotFound:
         return None
-    listing = filesystem.get_file_info(pafs.FileSelector(root, recursive=True)) \
+    listing = store.get_file_info(pafs.FileSelector(root, recursive=True)) \
         if info.type == pafs.FileType.Directory else [info]
     files = []
     for entry in listing:
