@@ -4,9 +4,11 @@
   rows; the ledger rows that say so (written after the table: the completion marker); and the
   users whose rows these days held before or hold now, queued for attributes (written before
   the table: a crash in between only queues a user twice).
+  With declared attributes, also their states for these days (written before the table).
 - `attributes_update`: attributes as of a day. Recomputed in full when there is no table yet,
-  the day moved, or `run_type=full`; otherwise only the queued users (`incremental`), or the
-  window metrics of everyone and the new users (`last_n_days`).
+  the day moved, the declared attributes changed, or `run_type=full`; otherwise only the
+  queued users (`incremental`), or the window metrics of everyone and the new users
+  (`last_n_days`). A declared attribute new to the table first gets the states of every day.
 """
 
 from __future__ import annotations
@@ -19,8 +21,27 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from incremental_assets.ledger import ledger_state
-from incremental_assets.names import ATTRIBUTES, DAILY_AGGREGATES, FILTERED_EVENTS, USERS_TO_REFRESH
+from incremental_assets.names import (
+    ATTRIBUTE_STATES,
+    ATTRIBUTES,
+    DAILY_AGGREGATES,
+    FILTERED_EVENTS,
+    USERS_TO_REFRESH,
+)
+from incremental_assets.planning.attribute_declarations import (
+    VERSIONS_COLUMN,
+    AttributeDeclaration,
+    recorded_versions,
+)
+from incremental_assets.settings import Settings
+from incremental_assets.transforms.attribute_states import (
+    attribute_states,
+    check_properties,
+    declared_values,
+    with_declared_attributes,
+)
 from incremental_assets.transforms.attributes import (
+    BUILT_IN_COLUMNS,
     LONGEST_WINDOW_DAYS,
     refresh_window_metrics,
     user_attributes,
@@ -30,16 +51,23 @@ from resources.materialized import materialized
 from resources.warehouse import WarehouseResource
 
 
+def declared_attributes(settings: Settings) -> tuple[AttributeDeclaration, ...]:
+    return settings.declared_attributes(reserved=(*BUILT_IN_COLUMNS, VERSIONS_COLUMN))
+
+
 @dataclass
 class DailyResults:
     daily: DataFrame
     ledger: DataFrame
     users_to_refresh: Callable[[], DataFrame]  # read when written: the days' users before the rebuild
+    states: DataFrame | None = None  # the declared attributes' states of these days
 
 
 def aggregate_days(warehouse: WarehouseResource, first_day: date, end_day: date, run_id: str) -> DailyResults:
     tables = warehouse.tables
     filtered = tables.read_range(FILTERED_EVENTS, "event_date", first_day, end_day)
+    declared = declared_attributes(warehouse.settings)
+    check_properties(filtered.schema, declared)
     daily = materialized(daily_aggregates(filtered))
     ledger = rows_by_day_and_load_day(filtered).select(
         "event_date", "load_date", "rows_aggregated",
@@ -54,7 +82,8 @@ def aggregate_days(warehouse: WarehouseResource, first_day: date, end_day: date,
                                                         columns=["domain_userid"]))
         return queued(users.distinct(), run_id)
 
-    return DailyResults(daily=daily, ledger=ledger, users_to_refresh=users_to_refresh)
+    return DailyResults(daily=daily, ledger=ledger, users_to_refresh=users_to_refresh,
+                        states=attribute_states(filtered, declared) if declared else None)
 
 
 @dataclass
@@ -124,11 +153,26 @@ class AttributesUpdate:
     keys: DataFrame | None
     consumed: tuple[str, ...]  # append ids of the queue rows this update covers
     how: str  # in words, for the materialization
+    declared: tuple[AttributeDeclaration, ...] = ()
+    backfill: DataFrame | None = None  # every day's states of the attributes new to the table
+    backfilled: tuple[str, ...] = ()  # their keys
 
 
-def _stored_as_of(warehouse: WarehouseResource) -> date | None:
-    row = warehouse.tables.read(ATTRIBUTES, columns=["attributes_as_of"]).limit(1).first()
-    return row[0] if row else None
+@dataclass
+class _Stored:
+    as_of: date | None  # None: no attributes table yet
+    versions: str | None  # the declared attributes it holds (VERSIONS_COLUMN)
+
+
+def _stored(warehouse: WarehouseResource) -> _Stored:
+    if not warehouse.tables.exists(ATTRIBUTES):
+        return _Stored(None, None)
+    table = warehouse.tables.read(ATTRIBUTES)
+    columns = ["attributes_as_of", *([VERSIONS_COLUMN] if VERSIONS_COLUMN in table.columns else [])]
+    row = table.select(*columns).limit(1).first()
+    if row is None:
+        return _Stored(None, None)
+    return _Stored(row[0], row[1] if len(columns) == 2 else None)
 
 
 def last_event_day(warehouse: WarehouseResource) -> date | None:
@@ -138,11 +182,75 @@ def last_event_day(warehouse: WarehouseResource) -> date | None:
     return max((day for (day, _), rows in aggregated.items() if rows), default=None)
 
 
+@dataclass
+class _DeclaredStates:
+    states: DataFrame | None  # every declared attribute's states (None without declarations)
+    backfill: DataFrame | None
+    backfilled: tuple[str, ...]
+
+
+def _declared_states(warehouse: WarehouseResource, declared: tuple[AttributeDeclaration, ...],
+                     stored: _Stored) -> _DeclaredStates:
+    """The states the values merge: those stored, and every day's states of the attributes the
+    table does not hold yet (computed from every filtered row, late rows still pending included).
+    States of attributes no longer declared stay until table maintenance drops them."""
+    tables = warehouse.tables
+    have_states = tables.exists(ATTRIBUTE_STATES)
+    held = set((stored.versions or "").split(",")) - {""} if have_states else set()
+    new = tuple(d for d in declared if d.key not in held)
+    if not declared:
+        return _DeclaredStates(None, None, ())
+    backfill = None
+    if new:
+        filtered = tables.read(FILTERED_EVENTS)
+        check_properties(filtered.schema, new)
+        backfill = materialized(attribute_states(filtered, new))
+    states = None
+    if have_states:
+        states = tables.read(ATTRIBUTE_STATES).where(~F.col("attribute").isin([d.key for d in new]))
+    if backfill is not None:
+        states = backfill if states is None else states.unionByName(backfill)
+    return _DeclaredStates(states, backfill, tuple(d.key for d in new))
+
+
+def _with_declared(rows: DataFrame, states: DataFrame | None, declared: tuple[AttributeDeclaration, ...],
+                   as_of: date, users: DataFrame | None = None) -> DataFrame:
+    """`rows` with the declared attributes of their users (merged from `states`, of `users` only
+    when given) and the versions they were computed with."""
+    if not declared:
+        return rows
+    values = None  # declared, but nothing aggregated yet: every value is its default
+    if states is not None:
+        if users is not None:
+            states = states.join(users, "domain_userid", "left_semi")
+        values = declared_values(states, declared, as_of=as_of)
+    return _ordered(with_declared_attributes(rows, values, declared), declared)
+
+
+def _ordered(rows: DataFrame, declared: tuple[AttributeDeclaration, ...]) -> DataFrame:
+    """The built-in columns, the declared ones in their declared order, and the versions."""
+    return rows.withColumn(VERSIONS_COLUMN, F.lit(recorded_versions(declared))).select(
+        *BUILT_IN_COLUMNS, *[d.name for d in declared], VERSIONS_COLUMN)
+
+
+def _with_changed_declarations(stored_rows: DataFrame, found: _DeclaredStates,
+                               declared: tuple[AttributeDeclaration, ...], as_of: date) -> DataFrame:
+    """The stored rows with the attributes new to the table (added, or changed: a new version)
+    computed for every user from their own states alone, and those no longer declared dropped."""
+    new = tuple(d for d in declared if d.key in found.backfilled)
+    unchanged = {d.name for d in declared if d.key not in found.backfilled}
+    rows = stored_rows.drop(*[c for c in stored_rows.columns if c not in BUILT_IN_COLUMNS and c not in unchanged])
+    if new:
+        rows = with_declared_attributes(rows, declared_values(found.backfill, new, as_of=as_of), new)
+    return _ordered(rows, declared) if declared else rows
+
+
 def attributes_update(warehouse: WarehouseResource, as_of: date, run_type: str,
                       in_progress: Callable[[str], bool] = lambda _append_id: False) -> AttributesUpdate:
     """`in_progress(append_id)`: whether the daily run that queued those rows may still commit
     (its rows are left queued: the daily rows they announce are not readable yet)."""
     tables = warehouse.tables
+    declared = declared_attributes(warehouse.settings)
     queue = tables.read(USERS_TO_REFRESH) if tables.exists(USERS_TO_REFRESH) else None
     appended = sorted(r.append_id for r in queue.select("append_id").distinct().collect()) if queue else []
     waiting = [append_id for append_id in appended if in_progress(append_id)]
@@ -151,22 +259,40 @@ def attributes_update(warehouse: WarehouseResource, as_of: date, run_type: str,
         queue = queue.where(~F.col("append_id").isin(waiting))
     # Read after the queue was judged: the daily runs whose rows are consumed have committed.
     daily = tables.read(DAILY_AGGREGATES)
-    stored_as_of = _stored_as_of(warehouse) if tables.exists(ATTRIBUTES) else None
-    if run_type == "full" or stored_as_of is None or stored_as_of != as_of:
-        reason = ("run_type=full" if run_type == "full" else "no table yet" if stored_as_of is None
-                  else f"attributes_as_of moved from {stored_as_of}")
-        return AttributesUpdate(user_attributes(daily, as_of=as_of), True, None, consumed,
-                                f"every user recomputed ({reason})")
+    stored = _stored(warehouse)
+    found = _declared_states(warehouse, declared, stored)
+    extra = {"declared": declared, "backfill": found.backfill, "backfilled": found.backfilled}
+    if run_type == "full" or stored.as_of is None or stored.as_of != as_of:
+        reason = ("run_type=full" if run_type == "full" else "no table yet" if stored.as_of is None
+                  else f"attributes_as_of moved from {stored.as_of}")
+        rows = _with_declared(user_attributes(daily, as_of=as_of), found.states, declared, as_of)
+        return AttributesUpdate(rows, True, None, consumed, f"every user recomputed ({reason})", **extra)
+    if stored.versions != recorded_versions(declared):
+        # Only the attributes that changed are computed for every user; the queued users whole.
+        rows = _with_changed_declarations(tables.read(ATTRIBUTES), found, declared, as_of)
+        how = "the declared attributes changed: the new ones computed for every user"
+        if queue is not None:
+            users = queue.select("domain_userid").distinct()
+            fresh = _with_declared(user_attributes(daily.join(users, "domain_userid", "left_semi"), as_of=as_of),
+                                   found.states, declared, as_of, users)
+            rows = rows.join(users, "domain_userid", "left_anti").unionByName(fresh)
+            how += ", the users whose daily rows changed recomputed"
+        return AttributesUpdate(rows, True, None, consumed, how, **extra)
     if run_type == "last_n_days":
-        stored = tables.read(ATTRIBUTES)
+        stored_rows = tables.read(ATTRIBUTES)
         window = daily.where(F.col("event_date") >= F.lit(as_of - timedelta(days=LONGEST_WINDOW_DAYS)))
-        new_users = window.select("domain_userid").distinct().join(stored, "domain_userid", "left_anti")
+        new_users = window.select("domain_userid").distinct().join(stored_rows, "domain_userid", "left_anti")
         new_rows = user_attributes(daily.join(new_users, "domain_userid", "left_semi"), as_of=as_of)
-        return AttributesUpdate(refresh_window_metrics(stored, window, new_rows, as_of=as_of), True, None, consumed,
-                                "window metrics of every user recomputed, new users added")
+        rows = _with_declared(refresh_window_metrics(stored_rows, window, new_rows, as_of=as_of),
+                              found.states, declared, as_of)
+        return AttributesUpdate(rows, True, None, consumed,
+                                "window metrics of every user recomputed, new users added", **extra)
     if queue is None:
-        return AttributesUpdate(user_attributes(daily.limit(0), as_of=as_of), False,
-                                daily.select("domain_userid").limit(0), consumed, "no user changed")
-    users = queue.select("domain_userid").distinct()
-    return AttributesUpdate(user_attributes(daily.join(users, "domain_userid", "left_semi"), as_of=as_of), False,
-                            users, consumed, "the users whose daily rows changed recomputed")
+        users = daily.select("domain_userid").limit(0)
+        how = "no user changed"
+    else:
+        users = queue.select("domain_userid").distinct()
+        how = "the users whose daily rows changed recomputed"
+    rows = _with_declared(user_attributes(daily.join(users, "domain_userid", "left_semi"), as_of=as_of),
+                          found.states, declared, as_of, users)
+    return AttributesUpdate(rows, False, users, consumed, how, **extra)

@@ -20,7 +20,8 @@ from datetime import date
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from incremental_assets.names import DAY_LEDGER, FILTERED_COUNTS, USERS_TO_REFRESH
+from incremental_assets.names import ATTRIBUTES, DAY_LEDGER, FILTERED_COUNTS, USERS_TO_REFRESH
+from incremental_assets.planning.attribute_declarations import VERSIONS_COLUMN
 from incremental_assets.planning.late_days import LateDaysPlan, conservation_check, days_to_process
 from incremental_assets.settings import Settings
 from resources.tables import read_delta_arrow
@@ -151,6 +152,24 @@ def users_queued(settings: Settings) -> bool:
     was killed after the days were rebuilt)."""
     queue = read_delta_arrow(settings.table_path(USERS_TO_REFRESH), ["append_id"])
     return queue is not None and queue.num_rows > 0
+
+
+def recorded_attribute_keys(settings: Settings) -> set[str] | None:
+    """The declared attributes (name@version) the attributes table holds; None: no table."""
+    path = settings.table_path(ATTRIBUTES)
+    if not DeltaTable.is_deltatable(path):
+        return None
+    if VERSIONS_COLUMN not in DeltaTable(path).schema().to_arrow().names:
+        return set()
+    recorded = read_delta_arrow(path, [VERSIONS_COLUMN]).column(0).unique().to_pylist()
+    return {key for text in recorded if text for key in text.split(",")}
+
+
+def declared_attributes_changed(settings: Settings) -> bool:
+    """Whether the attributes table holds other declared attributes than the settings declare
+    (an attributes run is then due, with no day rebuilt)."""
+    recorded = recorded_attribute_keys(settings)
+    return recorded is not None and recorded != {d.key for d in settings.declared_attributes()}
 
 
 def days_loaded_between(settings: Settings, start, end) -> set[date]:

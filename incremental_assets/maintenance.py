@@ -2,13 +2,15 @@
 files it removed on disk. Compaction rewrites the small files of recent partitions into few
 (older partitions were compacted when they were recent); vacuum deletes the files no version
 within `vacuum_retention_hours` references, and files of writes that died before their commit.
-Readers see the same rows before and after. Run by `maintenance_job` (automation/, on a daily
-schedule) and `incremental-assets maintain`.
+Readers see the same rows before and after; only the states of attributes that neither the
+declaration nor the attributes table holds any more are dropped first. Run by
+`maintenance_job` (automation/, on a daily schedule) and `incremental-assets maintain`.
 """
 
 from datetime import date, datetime, timedelta
 
-from incremental_assets.names import ALL_TABLES
+from incremental_assets.ledger import recorded_attribute_keys
+from incremental_assets.names import ALL_TABLES, ATTRIBUTE_STATES
 from incremental_assets.settings import Settings
 from resources.tables import TableStore
 from resources.tables.interface import MaintenanceResult
@@ -23,6 +25,9 @@ def maintain_tables(settings: Settings, tables: TableStore, now: datetime,
                     echo=lambda line: None) -> list[MaintenanceResult]:
     """Compact, then vacuum, every table the warehouse holds; one result per table."""
     partitions_from = recent_partitions_from(settings, now).isoformat()
+    dropped = drop_undeclared_states(settings, tables)
+    if dropped:
+        echo(f"  {ATTRIBUTE_STATES}: states of attributes no longer declared dropped: {', '.join(dropped)}")
     results = []
     for name in ALL_TABLES:
         if not tables.exists(name):
@@ -35,3 +40,16 @@ def maintain_tables(settings: Settings, tables: TableStore, now: datetime,
              f"({result.files_compacted} compacted, {result.files_vacuumed} deleted from disk)")
         results.append(result)
     return results
+
+
+def drop_undeclared_states(settings: Settings, tables: TableStore) -> list[str]:
+    """Delete the states of attribute keys that neither the declaration nor the attributes
+    table holds (the table keeps its keys' states until its next run replaces them)."""
+    if not tables.exists(ATTRIBUTE_STATES):
+        return []
+    needed = {d.key for d in settings.declared_attributes()} | (recorded_attribute_keys(settings) or set())
+    present = {row[0] for row in tables.read(ATTRIBUTE_STATES, columns=["attribute"]).distinct().collect()}
+    dropped = sorted(present - needed)
+    if dropped:
+        tables.delete_where_in(ATTRIBUTE_STATES, "attribute", dropped)
+    return dropped

@@ -27,12 +27,13 @@ FILTERED_COUNTS = "filtered_events_counts"  # filtered rows per (load hour, even
 SESSIONS_TO_REFILTER = "sessions_to_refilter"  # changed sessions whose filtered rows are not yet derived again
 DAY_LEDGER = "daily_aggregation_manifest"  # per (event day, load day): rows aggregated and pending
 USERS_TO_REFRESH = "attributes_users_to_refresh"  # users whose daily rows changed since attributes ran
+ATTRIBUTE_STATES = "attribute_states"  # per (event day, user, declared attribute): its mergeable state
 PROCESSING_MANIFEST = "processing_manifest"  # the append-only record of every claim and result
 ERASURE_REQUESTS = "erasure_requests"  # the ids `forget` erased (as digests), when, and when done
 SKIPPED_HOURS = "skipped_load_hours"  # load hours an operator skipped: read as empty from then on
 # The state tables shown in the catalog (external assets, observed when a step writes them).
 STATE_TABLES = (REJECTED_EVENTS, EVENT_COPIES, HOUR_LEDGER, FILTERED_COUNTS, SESSIONS_TO_REFILTER,
-                DAY_LEDGER, USERS_TO_REFRESH, PROCESSING_MANIFEST, ERASURE_REQUESTS, SKIPPED_HOURS)
+                DAY_LEDGER, USERS_TO_REFRESH, ATTRIBUTE_STATES, PROCESSING_MANIFEST, ERASURE_REQUESTS, SKIPPED_HOURS)
 # Every table the pipeline keeps (what table maintenance covers).
 ALL_TABLES = (*ALL_ASSETS, *STATE_TABLES)
 

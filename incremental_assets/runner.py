@@ -36,7 +36,12 @@ from dagster._core.remote_origin import (
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
 from incremental_assets.definitions import defs
-from incremental_assets.ledger import days_loaded_between, plan_late_days, users_queued
+from incremental_assets.ledger import (
+    days_loaded_between,
+    declared_attributes_changed,
+    plan_late_days,
+    users_queued,
+)
 from incremental_assets.names import (
     AS_OF_TAG,
     ATTRIBUTES_JOB,
@@ -261,7 +266,7 @@ def run_until(until: datetime, *, instance, echo: Echo = print, submit: bool = F
 def late_days_and_attributes(settings: Settings, *, instance, report: RunReport, tags: dict[str, str],
                              echo: Echo, also: Iterable[date] = ()) -> None:
     """The event days the daily ledger calls for (and `also`), rebuilt; then attributes (also
-    when no day is rebuilt but users are still queued for it)."""
+    when no day is rebuilt but users are still queued for it, or the declared attributes changed)."""
     late = plan_late_days(settings)
     report.late_days = late
     if late.skipped:
@@ -276,10 +281,12 @@ def late_days_and_attributes(settings: Settings, *, instance, report: RunReport,
         days -= set(blocked)
     if days:
         run_days_and_attributes(sorted(days), instance=instance, report=report, tags=tags, echo=echo)
-    elif users_queued(settings):
-        echo("  attributes: users queued by an earlier run")
-        _record(report, execute_job(ATTRIBUTES_JOB, instance=instance,
-                                    tags=attributes_tags(tags, "for users queued by an earlier run"), echo=echo))
+        return
+    why = ("for users queued by an earlier run" if users_queued(settings)
+           else "for the declared attributes, changed" if declared_attributes_changed(settings) else None)
+    if why:
+        echo(f"  attributes: {why}")
+        _record(report, execute_job(ATTRIBUTES_JOB, instance=instance, tags=attributes_tags(tags, why), echo=echo))
 
 
 def backfill(start: date, end: date, *, instance, echo: Echo = print, now: datetime | None = None,

@@ -16,9 +16,14 @@ import typing
 from dataclasses import dataclass, fields, replace
 from datetime import date, datetime, time, timedelta, timezone
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from incremental_assets.names import TABLE_ENGINES, check_identifier
+from incremental_assets.planning.attribute_declarations import (
+    AttributeDeclaration,
+    AttributeDeclarationError,
+    parse_declarations,
+)
 from incremental_assets.planning.windows import parse_duration
 
 ENV_PREFIX = "INCREMENTAL_"
@@ -59,6 +64,8 @@ class Settings:
     event_names: tuple[str, ...] = ()  # empty: every event name
     run_type: str = "incremental"
     attributes_as_of: date | None = None  # None: today (UTC) when the run starts
+    # The team's declared attributes (a YAML file, docs/rules.md 8), beside the built-in ones.
+    attributes_file: str = ""
     grace_period: str = "PT0S"
     abstinent_period: str = "PT0S"
     warehouse: str = "warehouse"
@@ -144,6 +151,18 @@ class Settings:
     def as_of_date(self, now: datetime) -> date:
         return self.attributes_as_of or now.astimezone(timezone.utc).date()
 
+    def declared_attributes(self, reserved: Sequence[str] = ()) -> tuple[AttributeDeclaration, ...]:
+        """The declarations of `attributes_file` (none without one); an error names the file."""
+        if not self.attributes_file:
+            return ()
+        file = Path(self.attributes_file).expanduser()
+        try:
+            text = file.read_text()
+        except OSError as exc:
+            raise AttributeDeclarationError(
+                f"attributes_file={self.attributes_file!r} cannot be read: {exc.strerror}") from exc
+        return parse_declarations(text, where=str(file), reserved=reserved)
+
     def describe(self) -> dict[str, str]:
         """Settings as strings, for metadata and the CLI."""
         out = {}
@@ -214,6 +233,10 @@ class Settings:
                 f"table_engine={self.table_engine!r} is not accepted; use one of "
                 f"{', '.join(TABLE_ENGINES)}")
         _fixed_duration("grace_period", self.grace_period)
+        try:
+            self.declared_attributes()
+        except AttributeDeclarationError as exc:
+            raise SettingsError(str(exc)) from exc
         _fixed_duration("abstinent_period", self.abstinent_period)
         for name in ("app_ids", "event_names"):
             for item in getattr(self, name):

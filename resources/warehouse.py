@@ -56,6 +56,7 @@ class WarehouseResource(ConfigurableResource):
     event_names: Optional[list[str]] = setting("event_names")
     run_type: Optional[str] = setting("run_type")
     attributes_as_of: Optional[str] = setting("attributes_as_of")
+    attributes_file: Optional[str] = setting("attributes_file")
     grace_period: Optional[str] = setting("grace_period")
     abstinent_period: Optional[str] = setting("abstinent_period")
     warehouse: Optional[str] = setting("warehouse")

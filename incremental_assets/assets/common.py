@@ -94,12 +94,15 @@ COLUMN_DESCRIPTIONS = {
     "session_ids": "Those sessions' ids (sorted): distinct counts over many days come from them.",
     "revenue": "Sum of tr_total of the day's transactions.",
     "attributes_as_of": "The day the last-N-days metrics are counted back from.",
+    "attribute_versions": "The declared attributes (name@version) this row was computed with.",
     "days_active": "Event days with at least one filtered event.",
 }
 
 
-def schema_metadata(df) -> dict[str, Any]:
-    columns = [TableColumn(name=c.name, type=c.type, description=COLUMN_DESCRIPTIONS.get(c.name)) for c in _columns(df)]
+def schema_metadata(df, descriptions: dict[str, str] | None = None) -> dict[str, Any]:
+    """The column schema, each column described (`descriptions` add to COLUMN_DESCRIPTIONS)."""
+    described = {**COLUMN_DESCRIPTIONS, **(descriptions or {})}
+    columns = [TableColumn(name=c.name, type=c.type, description=described.get(c.name)) for c in _columns(df)]
     return {"dagster/column_schema": TableSchema(columns=columns)}
 
 

@@ -6,7 +6,17 @@ recoverable (see there).
 
 from datetime import date, datetime, timezone
 
-from dagster import AssetDep, AssetExecutionContext, AssetKey, MetadataValue, RetryRequested, asset
+from dagster import (
+    AssetDep,
+    AssetExecutionContext,
+    AssetKey,
+    MetadataValue,
+    RetryRequested,
+    TableColumn,
+    TableRecord,
+    TableSchema,
+    asset,
+)
 
 from incremental_assets.assets.common import (
     CODE_VERSION,
@@ -28,6 +38,7 @@ from incremental_assets.daily_steps import (
 )
 from incremental_assets.names import (
     AS_OF_TAG,
+    ATTRIBUTE_STATES,
     ATTRIBUTES,
     DAILY_AGGREGATES,
     DAY_LEDGER,
@@ -74,7 +85,9 @@ def daily_aggregates(context: AssetExecutionContext, warehouse: WarehouseResourc
         on_last_partition(context, {**settings_metadata(warehouse.settings), **schema_metadata(results.daily)})
         return TableOutput(
             df=results.daily, claim=claim, materialized=[results.daily],
-            before=[TableWrite(USERS_TO_REFRESH, results.users_to_refresh, "append")],
+            before=[TableWrite(USERS_TO_REFRESH, results.users_to_refresh, "append"),
+                    *([TableWrite(ATTRIBUTE_STATES, results.states, "replace_range", range_column="event_date",
+                                  partition_by=["event_date"])] if results.states is not None else [])],
             markers=[TableWrite(DAY_LEDGER, results.ledger, "replace_range", range_column="event_date")],
             metadata=run_state_metadata(context, warehouse.settings),
             payload={"days": f"{first_day}..{date.fromordinal(end_day.toordinal() - 1)}"})
@@ -143,15 +156,40 @@ def _attributes_output(context: AssetExecutionContext, warehouse: WarehouseResou
     update = attributes_update(warehouse, as_of, warehouse.settings.run_type, in_progress=running.__contains__)
     after = [TableWrite(USERS_TO_REFRESH, None, "delete", key="append_id", keys=update.consumed)] \
         if update.consumed else []
+    # The new attributes' states first (any rows a daily run wrote of them since they were
+    # declared are replaced). A crash before the table's commit leaves the table with the
+    # versions it held, so the next run computes the same states again.
+    before = [TableWrite(ATTRIBUTE_STATES, None, "delete", key="attribute", keys=update.backfilled),
+              TableWrite(ATTRIBUTE_STATES, update.backfill, "append", partition_by=["event_date"])] \
+        if update.backfill is not None else []
     last_day = last_event_day(warehouse)
     context.log.info(f"attributes as of {as_of}: {update.how}")
+    if update.backfilled:
+        context.log.info(f"declared attributes new to the table, their states computed for every day: "
+                         f"{', '.join(update.backfilled)}")
     return TableOutput(df=update.rows, claim=claim, write="overwrite" if update.full else None,
-                       keys=update.keys, after=after, metadata={
+                       keys=update.keys, before=before, after=after,
+                       materialized=[update.backfill] if update.backfill is not None else [], metadata={
                            **run_state_metadata(context, warehouse.settings),
-                           **settings_metadata(warehouse.settings), **schema_metadata(update.rows),
+                           **settings_metadata(warehouse.settings),
+                           **schema_metadata(update.rows, {d.name: f"{d.describe()} (version {d.version})"
+                                                           + (f": {d.description}" if d.description else "")
+                                                           for d in update.declared}),
                            "attributes_as_of": str(as_of), "run_type": warehouse.settings.run_type,
                            "how": update.how, "last_event_day": str(last_day),
+                           **declared_metadata(update.declared),
                            **as_of_warning(context, as_of, last_day)})
+
+
+def declared_metadata(declared) -> dict:
+    """Each declared attribute's definition and version, as a table in the materialization."""
+    if not declared:
+        return {}
+    rows = [TableRecord({"attribute": d.name, "version": d.version, "definition": d.describe(),
+                         "description": d.description}) for d in declared]
+    schema = TableSchema(columns=[TableColumn("attribute", "string"), TableColumn("version", "string"),
+                                  TableColumn("definition", "string"), TableColumn("description", "string")])
+    return {"declared_attributes": MetadataValue.table(rows, schema=schema)}
 
 
 def as_of_warning(context: AssetExecutionContext, as_of: date, last_day: date | None) -> dict:

@@ -10,6 +10,8 @@ from dagster import AssetSpec
 from incremental_assets.assets.common import OWNERS, table_metadata
 from incremental_assets.names import (
     ALL_ASSETS,
+    ATTRIBUTE_STATES,
+    ATTRIBUTES,
     BASE_EVENTS,
     DAILY_AGGREGATES,
     DAY_LEDGER,
@@ -53,6 +55,10 @@ STATE_TABLE_LINEAGE = {
                      "and rows pending (late rows held back below min_rows_to_process).", [DAILY_AGGREGATES]),
     USERS_TO_REFRESH: ("Users whose daily rows changed since attributes last ran: what the next attributes run "
                        "recomputes.", [DAILY_AGGREGATES]),
+    ATTRIBUTE_STATES: ("Per (event day, user, declared attribute and version): the distinct values the "
+                       "attribute's property took, each with its events and first and last event time; the "
+                       "attributes merge them over each attribute's period (docs/rules.md 8).",
+                       [DAILY_AGGREGATES, ATTRIBUTES]),
     PROCESSING_MANIFEST: ("Every claim and result of every step, by item (e.g. `base_events/2026-01-05-03:00`): "
                           "what was processed, between which limits, by which run. Observations preview the "
                           "locked and failed items (`incremental-assets manifest resolve ITEM` releases one).",

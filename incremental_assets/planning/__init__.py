@@ -4,7 +4,8 @@ Used by the product: `reconcile` (which load hours run; its closed hours come fr
 seed 002's cursor), `late_days` (which event days are rebuilt, which late rows wait),
 `run_limits` (the run states and their limits text: `RunState`, `RunLimits`),
 `processing_manifest` (the manifest's record rules), `windows` (ISO 8601 durations of the grace
-and abstinent periods), `hours` (hour and day keys, floors, ranges).
+and abstinent periods), `hours` (hour and day keys, floors, ranges), `attribute_declarations`
+(declared attributes parsed from YAML text, validated and versioned).
 
 Kept apart as the brief's planning library, not called by the product since reconciliation
 replaced the look-back (each is tested, so it can be picked up again):

@@ -22,6 +22,10 @@ WINDOW_METRICS = (
     ("events_last_30_days", "events", 30),
 )
 WINDOW_COLUMNS = tuple(name for name, _, _ in WINDOW_METRICS)
+# The columns `user_attributes` writes: no declared attribute may take one of these names.
+BUILT_IN_COLUMNS = ("domain_userid", "first_event_date", "last_event_date", "days_active", "lifetime_events",
+                    "lifetime_page_views", "lifetime_transactions", "lifetime_revenue", "lifetime_sessions",
+                    *WINDOW_COLUMNS, "attributes_as_of")
 LONGEST_WINDOW_DAYS = max(days for _, _, days in WINDOW_METRICS)
 
 

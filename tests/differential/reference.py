@@ -28,6 +28,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from decimal import Decimal
 
+from incremental_assets.planning.attribute_declarations import recorded_versions
+from tests.declared_reference import declared_values
+
 DAY = dt.timedelta(days=1)
 CENTS = Decimal("0.01")
 
@@ -71,7 +74,9 @@ class Settings:
     allow_null_dvce_tstamps: bool = True
 
 
-def expected_tables(rows: list[dict], settings: Settings, as_of: dt.date) -> dict[str, list[dict]]:
+def expected_tables(rows: list[dict], settings: Settings, as_of: dt.date,
+                    declared: tuple = ()) -> dict[str, list[dict]]:
+    """Every table the rules give; `attributes` with the `declared` attributes' columns too."""
     read = rows_read(rows, settings)
     valid, rejected = split_valid_and_rejected(read, settings)
     base = kept_copies(valid, settings)
@@ -88,8 +93,13 @@ def expected_tables(rows: list[dict], settings: Settings, as_of: dt.date) -> dic
         "daily_aggregates": daily,
         "attributes": attributes(daily, as_of),
     }
-    return {name: [{column: row[column] for column in COLUMNS[name]} for row in table]
-            for name, table in tables.items()}
+    out = {name: [{column: row[column] for column in COLUMNS[name]} for row in table]
+           for name, table in tables.items()}
+    if declared:
+        values = declared_values(filtered, [row["domain_userid"] for row in out["attributes"]], declared, as_of)
+        out["attributes"] = [{**row, **values[row["domain_userid"]], "attribute_versions": recorded_versions(declared)}
+                             for row in out["attributes"]]
+    return out
 
 
 # 1. Load time and load hours

@@ -16,11 +16,14 @@ import datetime as dt
 import json
 from collections import Counter
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 
+from incremental_assets.planning.attribute_declarations import parse_declarations
 from tests.delta_reads import read_table
 from tests.differential import hostile, reference
 from tests.differential.hostile import at
@@ -41,6 +44,10 @@ SETTINGS = {
     "INCREMENTAL_LOOKBACK_WINDOW_HOURS": "0",
 }
 TABLES = tuple(reference.COLUMNS)
+# The main hostile run also keeps declared attributes (docs/rules.md 8).
+DECLARED_FILE = Path(__file__).parent / "declared_attributes.yml"
+DECLARED = parse_declarations(DECLARED_FILE.read_text(), where=str(DECLARED_FILE))
+WITH_DECLARED = {"INCREMENTAL_ATTRIBUTES_FILE": str(DECLARED_FILE)}
 
 
 def quiet(*_):
@@ -75,6 +82,8 @@ class Source:
 
 
 def normalized(value):
+    if isinstance(value, float) or (isinstance(value, int) and not isinstance(value, bool)):
+        return round(float(value), 6)  # 0 and 0.0 are the same; sums in another order differ in the last bits
     if isinstance(value, dt.datetime):
         return value.astimezone(dt.UTC).isoformat()
     if isinstance(value, list):
@@ -103,7 +112,8 @@ def pipeline_tables(warehouse) -> dict[str, list[dict]]:
 def assert_same_tables(actual: dict[str, list[dict]], expected: dict[str, list[dict]], what: str) -> None:
     problems = []
     for name in TABLES:
-        columns = reference.COLUMNS[name]
+        # The expected rows' columns: the rules' own, and declared attributes' where there are.
+        columns = tuple(expected[name][0]) if expected[name] else reference.COLUMNS[name]
         got, want = as_rows(actual[name], columns), as_rows(expected[name], columns)
         if got != want:
             extra, missing = got - want, want - got
@@ -161,7 +171,11 @@ def test_hour_by_hour_with_operations_equals_a_rebuild_and_the_documented_rules(
 
     source = Source(str(tmp_path / "events"), [build() for build in hostile.BUILDERS])
     warehouse = tmp_path / "incremental"
-    use(monkeypatch, source.path, warehouse)
+    # The declaration the team starts with: two attributes not yet declared, one at another version.
+    early = yaml.safe_load(DECLARED_FILE.read_text())["attributes"][:-2]
+    early[0] = {**early[0], "period": 5}
+    (tmp_path / "early.yml").write_text(yaml.safe_dump({"attributes": early}))
+    use(monkeypatch, source.path, warehouse, INCREMENTAL_ATTRIBUTES_FILE=str(tmp_path / "early.yml"))
 
     def run_at(t: dt.datetime, expect_success: bool = True):
         source.land_until(t)
@@ -203,6 +217,9 @@ def test_hour_by_hour_with_operations_equals_a_rebuild_and_the_documented_rules(
     run_at(at(2, 17))
     run_at(at(2, 19))
 
+    # The team's final declaration: two attributes added, one changed, computed from every day.
+    use(monkeypatch, source.path, warehouse, **WITH_DECLARED)
+
     # The process dies after the hourly run, before the daily one.
     with monkeypatch.context() as m:
         m.setattr(runner, "late_days_and_attributes", lambda *a, **k: None)
@@ -216,27 +233,27 @@ def test_hour_by_hour_with_operations_equals_a_rebuild_and_the_documented_rules(
     assert skipped_rows, "the skipped hour must hold rows"
     processed = [r for r in source.rows if not any(r is s for s in skipped_rows)]
     assert_same_tables(pipeline_tables(warehouse),
-                       reference.expected_tables(processed, reference_settings(), AS_OF),
+                       reference.expected_tables(processed, reference_settings(), AS_OF, DECLARED),
                        "hour by hour (the skipped hour left out) vs the documented rules")
 
     # A narrowed filter: every processed hour is derived again under the new rules.
     narrowed = {"INCREMENTAL_EVENT_NAMES": ",".join(NARROWED)}
-    use(monkeypatch, source.path, warehouse, **narrowed)
+    use(monkeypatch, source.path, warehouse, **narrowed, **WITH_DECLARED)
     run_at(at(41, 1))
     assert_same_tables(pipeline_tables(warehouse),
-                       reference.expected_tables(processed, reference_settings(NARROWED), AS_OF),
+                       reference.expected_tables(processed, reference_settings(NARROWED), AS_OF, DECLARED),
                        "after narrowing event_names vs the documented rules")
 
     # One full rebuild of everything with the final settings, cut into runs of 100 load hours
     # (max_hours_per_run; a backfill is always cut, 168 hours a run by default): sessions, copies
     # and late rows that straddle a cut come out the same.
     rebuilt = tmp_path / "rebuilt"
-    use(monkeypatch, source.path, rebuilt, **narrowed, INCREMENTAL_MAX_HOURS_PER_RUN="100")
+    use(monkeypatch, source.path, rebuilt, **narrowed, **WITH_DECLARED, INCREMENTAL_MAX_HOURS_PER_RUN="100")
     report = runner.backfill(START_DATE.date(), at(41).date(), instance=instance, echo=quiet, now=at(41, 1))
     first_hour, end_hour = report.hours
     runs = -(-(end_hour - first_hour) // dt.timedelta(hours=100))
     assert runs > 5 and report.success and sum(run.job == "hourly_job" for run in report.runs) == runs, report.runs
-    expected_all = reference.expected_tables(source.rows, reference_settings(NARROWED), AS_OF)
+    expected_all = reference.expected_tables(source.rows, reference_settings(NARROWED), AS_OF, DECLARED)
     assert_same_tables(pipeline_tables(rebuilt), expected_all, "one full rebuild (runs of 100 hours) vs the documented rules")
 
 

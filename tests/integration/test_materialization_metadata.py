@@ -59,3 +59,33 @@ def test_a_ranged_run_stores_what_is_the_same_for_every_hour_once(spark, tmp_pat
         written = DeltaTable(Settings.load().table_path(table))
         assert metadata["table_version"].value == written.version(), table
         assert metadata["dagster/row_count"].value == written.to_pyarrow_table().num_rows > 0, table
+
+
+def test_attributes_show_each_declared_attribute_its_definition_and_version(spark, tmp_path, monkeypatch):
+    from incremental_assets.names import ATTRIBUTE_STATES, ATTRIBUTES, ATTRIBUTES_JOB, DAILY_JOB
+
+    declaration = tmp_path / "attributes.yml"
+    declaration.write_text("attributes:\n"
+                           "  - {name: views, aggregation: count, events: [page_view], period: 7,\n"
+                           "     description: page views of the last week}\n"
+                           "  - {name: sessions_seen, aggregation: distinct_list, property: domain_sessionid}\n")
+    write_source(spark, tmp_path / "lake", hours=range(2))
+    use_settings(monkeypatch, str(tmp_path / "lake"), tmp_path / "warehouse",
+                 INCREMENTAL_ATTRIBUTES_FILE=str(declaration), INCREMENTAL_ATTRIBUTES_AS_OF="2026-01-06")
+    instance = DagsterInstance.ephemeral()
+    for job, partitions in ((HOURLY_JOB, (HOURS[0], HOURS[1])), (DAILY_JOB, ("2026-01-05", "2026-01-05")),
+                            (ATTRIBUTES_JOB, None)):
+        assert execute_job(job, instance=instance, partitions=partitions, echo=print).success, job
+
+    (latest,) = instance.fetch_materializations(AssetKey(ATTRIBUTES), limit=1).records
+    metadata = latest.asset_materialization.metadata
+    listed = {r.data["attribute"]: r.data for r in metadata["declared_attributes"].value.records}
+    assert set(listed) == {"views", "sessions_seen"}
+    assert listed["views"]["definition"] == "count of events in page_view, last 7 days, default 0"
+    assert listed["views"]["description"] == "page views of the last week" and len(listed["views"]["version"]) == 10
+    described = {c.name: c.description for c in metadata["dagster/column_schema"].value.columns}
+    assert described["views"].startswith("count of events in page_view, last 7 days, default 0 (version ")
+    assert described["views"].endswith(": page views of the last week")
+    assert "distinct_list of domain_sessionid" in described["sessions_seen"]
+    # The daily step wrote the states, and the catalog observed them.
+    assert instance.fetch_observations(AssetKey(ATTRIBUTE_STATES), limit=1).records
