@@ -56,7 +56,10 @@ def property_value(schema: StructType, prop: PropertyPath, where: str) -> Column
 
 
 def _number(value: Column) -> Column:
-    return value.cast("double")
+    """The text as a number; null where it is not one. A plain cast would fail the run under ANSI
+    mode, and Spark may evaluate a cast shared by several aggregates on every row, whatever
+    attribute the row belongs to."""
+    return value.try_cast("double")
 
 
 def _condition(schema: StructType, criterion: Criterion, where: str) -> Column:
@@ -146,7 +149,7 @@ def _aggregate(declared: AttributeDeclaration) -> Column:
         return F.sum(F.when(has_value if declared.property_path else mine, events))
     if kind == "sum":
         return F.sum(F.when(has_value, _number(F.col("value")) * events))
-    if kind == "mean":
+    if kind == "mean":  # over the values that are numbers
         return F.sum(F.when(has_value, _number(F.col("value")) * events)) / F.sum(
             F.when(has_value & _number(F.col("value")).isNotNull(), events))
     if kind == "min":

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import random
+from decimal import Decimal
 from pathlib import Path
 
 import pandas as pd
@@ -169,3 +170,28 @@ def test_batch_engine_events_give_snowplows_attributes(spark, peer_dir):
     # user_2's page view event_7949, loaded two days late and the only late row of its day: Snowplow's
     # incremental runs left it out of their daily aggregates; computed at once it counts.
     assert differences == {("user_2", "page_view_events_count_last_7_days"): ("6", "5")}
+
+
+def test_numbers_of_one_attribute_beside_text_of_others_compute(spark):
+    """The benchmark's 50 declarations on a few rows: sums, means, minima and maxima of a
+    number property in several periods share their conversion to a number, which Spark then
+    evaluates on every row, text values of other attributes included (under ANSI mode a plain
+    cast failed the run on 'web')."""
+    bench_file = Path(__file__).parents[3] / "bench" / "attributes-50.yml"
+    declared = parse_declarations(bench_file.read_text(), where=str(bench_file))
+    schema = ("event_date date, domain_userid string, derived_tstamp timestamp, event_name string, "
+              "event_vendor string, event_version string, app_id string, tr_total decimal(18,2), "
+              "domain_sessionid string, user_id string")
+    rows = [(FIRST_DAY + dt.timedelta(days=day), user, dt.datetime(2026, 3, 1 + day, hour), name, None, None, app,
+             total, f"s-{user}-{day}", None if user == "u2" else f"id-{user}")
+            for day, user, hour, name, app, total in [
+                (0, "u1", 1, "page_view", "web", None), (0, "u1", 2, "transaction", "web", Decimal("12.50")),
+                (3, "u1", 5, "transaction", "mobile", Decimal("60.00")), (5, "u2", 3, "page_ping", "web", None),
+                (5, "u2", 4, "link_click", "mobile", None), (6, "u2", 1, "transaction", "web", Decimal("1.00"))]]
+    events = spark.createDataFrame(rows, schema)
+    got = with_declared_attributes(events.select("domain_userid").distinct(),
+                                   declared_values(attribute_states(events, declared), declared, as_of=AS_OF), declared)
+    names = [d.name for d in declared]
+    plain = [dict(zip(events.columns, row)) for row in rows]
+    expected = reference_values(plain, ["u1", "u2"], declared, AS_OF)
+    assert as_dicts(got, names) == {u: {n: comparable(v) for n, v in values.items()} for u, values in expected.items()}
