@@ -207,8 +207,13 @@ def declaration(entry: Mapping[str, Any], where: str = "attributes") -> Attribut
     if aggregation == "distinct_list" and cap is None:
         cap = DISTINCT_LIST_CAP
     default = entry.get("default", 0 if aggregation in ("count", "distinct_count") else None)
-    if default is not None and not isinstance(default, (str, int, float)):
-        raise AttributeDeclarationError(f"{where}: default {default!r} is not accepted; use a string or a number")
+    if aggregation == "distinct_list" and default is not None:
+        raise AttributeDeclarationError(f"{where}: a distinct_list has no default (without values it is empty)")
+    numbers = aggregation in ("count", "distinct_count", "sum", "mean") or value_type == "number"
+    if default is not None and (isinstance(default, bool) or not isinstance(default, (str, int, float))
+                                or (numbers and isinstance(default, str))):
+        raise AttributeDeclarationError(
+            f"{where}: default {default!r} is not accepted; use {'a number' if numbers else 'a string or a number'}")
     criteria, criteria_match = _criteria(entry.get("criteria"), where)
     description = entry.get("description") or ""
     if not isinstance(description, str):

@@ -60,6 +60,9 @@ attributes:
     ({"name": "x", "aggregation": "count", "criteria": {"all": [{"property": "a", "operator": "eq", "value": [1]}]}},
      "operator 'eq' takes one value"),
     ({"name": "x", "aggregation": "last", "property": "a", "default": [1]}, "default [1] is not accepted"),
+    ({"name": "x", "aggregation": "count", "default": "none"}, "default 'none' is not accepted; use a number"),
+    ({"name": "x", "aggregation": "max", "property": "a", "type": "number", "default": "n/a"}, "use a number"),
+    ({"name": "x", "aggregation": "distinct_list", "property": "a", "default": "x"}, "a distinct_list has no default"),
 ])
 def test_a_bad_declaration_is_refused_naming_the_attribute_and_the_value(entry, message):
     with pytest.raises(AttributeDeclarationError) as raised:
