@@ -14,7 +14,7 @@ from datetime import date, timedelta
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, DataType, StringType, StructType
+from pyspark.sql.types import ArrayType, DataType, MapType, StringType, StructType
 
 from incremental_assets.planning.attribute_declarations import (
     AttributeDeclaration,
@@ -32,7 +32,7 @@ def _leaf(column: Column, kind: DataType, names: Sequence[str]) -> Column:
         if not isinstance(kind, StructType) or name not in kind.fieldNames():
             return F.lit(None).cast("string")  # a field this data does not have: null, like a missing JSON key
         column, kind = column.getField(name), kind[name].dataType
-    return F.to_json(column) if isinstance(kind, (StructType, ArrayType)) else column.cast("string")
+    return F.to_json(column) if isinstance(kind, (StructType, ArrayType, MapType)) else column.cast("string")
 
 
 def property_value(schema: StructType, prop: PropertyPath, where: str) -> Column:
@@ -48,8 +48,8 @@ def property_value(schema: StructType, prop: PropertyPath, where: str) -> Column
         fields = "".join(f".{f}" for f in prop.fields)
         in_list = F.get_json_object(column, f"$[{prop.index or 0}]{fields}")
         return in_list if prop.index is not None else F.coalesce(in_list, F.get_json_object(column, f"${fields}"))
-    if isinstance(kind, ArrayType):
-        return _leaf(column.getItem(prop.index or 0), kind.elementType, prop.fields)
+    if isinstance(kind, ArrayType):  # `get`: null past the end (an index past it fails under ANSI mode)
+        return _leaf(F.get(column, prop.index or 0), kind.elementType, prop.fields)
     if prop.index is not None:
         raise AttributeDeclarationError(f"{where}: property {prop} indexes {prop.column!r}, which is not a list")
     return _leaf(column, kind, prop.fields)
