@@ -144,6 +144,7 @@ def _aggregate(declared: AttributeDeclaration) -> Column:
     mine = F.col("attribute") == declared.key
     has_value = mine & F.col("value").isNotNull()
     value, events = _typed(declared, F.col("value")), F.col("events")
+    has_typed = mine & value.isNotNull()  # for `type: number`, text that is no number is left out
     kind = declared.aggregation
     if kind == "count":
         return F.sum(F.when(has_value if declared.property_path else mine, events))
@@ -153,19 +154,19 @@ def _aggregate(declared: AttributeDeclaration) -> Column:
         return F.sum(F.when(has_value, _number(F.col("value")) * events)) / F.sum(
             F.when(has_value & _number(F.col("value")).isNotNull(), events))
     if kind == "min":
-        return F.min(F.when(has_value, value))
+        return F.min(F.when(has_typed, value))
     if kind == "max":
-        return F.max(F.when(has_value, value))
+        return F.max(F.when(has_typed, value))
     if kind == "first":  # the earliest event; a tie goes to the smaller value
-        return F.min(F.when(has_value, F.struct(F.col("first_tstamp"), value.alias("v"))))["v"]
+        return F.min(F.when(has_typed, F.struct(F.col("first_tstamp"), value.alias("v"))))["v"]
     if kind == "last":  # the latest event; a tie goes to the greater value
-        return F.max(F.when(has_value, F.struct(F.col("last_tstamp"), value.alias("v"))))["v"]
+        return F.max(F.when(has_typed, F.struct(F.col("last_tstamp"), value.alias("v"))))["v"]
     if kind == "most_frequent":  # a tie goes to the value seen last
-        return F.max(F.when(has_value, F.struct(events, F.col("last_tstamp"), value.alias("v"))))["v"]
+        return F.max(F.when(has_typed, F.struct(events, F.col("last_tstamp"), value.alias("v"))))["v"]
     if kind == "distinct_count":
         return F.count(F.when(has_value, F.col("value")))
     if kind == "distinct_list":
-        return F.slice(F.sort_array(F.collect_list(F.when(has_value, value))), 1, declared.cap)
+        return F.slice(F.sort_array(F.collect_list(F.when(has_typed, value))), 1, declared.cap)
     raise AttributeDeclarationError(f"attribute {declared.name!r}: aggregation {kind!r} has no rule")
 
 

@@ -78,6 +78,10 @@ def pool(rng: random.Random) -> list[dict]:
             {"property": amount, "operator": "gte", "value": 50},
             {"property": "geo_country", "operator": "in", "value": ["DE"]}]}},
         {"name": "memory_max", "aggregation": "max", "type": "number", "property": f"{DEVICE}[0].memory"},
+        # A number attribute over text that is sometimes no number ("70" is one, "n/a" is not).
+        {"name": "amount_last", "aggregation": "last", "type": "number", "property": amount, "period": period()},
+        {"name": "amount_first", "aggregation": "first", "type": "number", "property": amount},
+        {"name": "amount_top", "aggregation": "most_frequent", "type": "number", "property": amount},
         {"name": "snowplow_not_pings", "aggregation": "count", "criteria": {"all": [
             {"property": "event_vendor", "operator": "like", "value": "com.snow%"},
             {"property": "event_name", "operator": "neq", "value": "page_ping"}]}},
@@ -90,7 +94,7 @@ def random_event(rng: random.Random, day: dt.date) -> dict:
     name = rng.choice(["page_view", "page_view", "page_ping", "purchase"])
     cart = None
     if name == "purchase" or rng.random() < 0.2:
-        cart = json.dumps([{"amount": rng.choice([5, 12.5, 50, 99.99, "70"]), "currency": "EUR"}])
+        cart = json.dumps([{"amount": rng.choice([5, 12.5, 50, 99.99, "70", "n/a"]), "currency": "EUR"}])
     device = None if rng.random() < 0.2 else [{"os": rng.choice(["Mac", "Linux", None]),
                                               "memory": rng.choice([4, 8, 16, None])}]
     # Whole minutes of a few hours: some events of a user share their time (ties).
