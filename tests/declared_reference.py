@@ -160,3 +160,15 @@ def comparable(value):
     if isinstance(value, (list, tuple)):
         return [comparable(v) for v in value]
     return value
+
+
+def as_snowplow_text(value) -> str:
+    """A value as Snowplow's expected CSV writes it: lists joined by ', ', whole numbers without
+    a decimal point, null as an empty cell."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if hasattr(value, "__len__") and not isinstance(value, str):
+        return ", ".join(str(v) for v in value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)

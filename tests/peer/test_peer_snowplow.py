@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from tests.declared_reference import as_snowplow_text
 from tests.delta_reads import read_pandas
 
 pytestmark = [pytest.mark.slow]
@@ -146,27 +147,15 @@ def test_batch_engine_late_loads_reach_daily_aggregates_and_declared_attributes_
 
 
 
-def _as_text(value) -> str:
-    """A value as Snowplow's expected CSV writes it: lists joined by ', ', whole numbers without
-    a decimal point, null as an empty cell."""
-    if value is None or (isinstance(value, float) and pd.isna(value)):
-        return ""
-    if hasattr(value, "__len__") and not isinstance(value, str):
-        return ", ".join(str(v) for v in value)
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
 def _declared_attributes_equal_snowplows_output(peer_dir, tmp_path, csv, env: dict) -> None:
     expected = pd.read_csv(peer_dir / "snowplow_batch_engine" / "snowplow_batch_engine_attributes_expected.csv",
                            dtype=str, keep_default_na=False).set_index("domain_userid")
     got = read(tmp_path / "wh", "attributes").set_index("domain_userid")
     assert sorted(got.index) == sorted(expected.index)
     assert set(expected.columns) <= set(got.columns)
-    differences = {(user, column): (_as_text(got.at[user, column]), expected.at[user, column])
+    differences = {(user, column): (as_snowplow_text(got.at[user, column]), expected.at[user, column])
                    for user in expected.index for column in expected.columns
-                   if _as_text(got.at[user, column]) != expected.at[user, column]}
+                   if as_snowplow_text(got.at[user, column]) != expected.at[user, column]}
 
     # 5 of 189 values differ, each for a reason their data shows:
     # - Three events have no domain_sessionid. This product's base_events rejects them (docs/rules.md 1,

@@ -38,7 +38,7 @@ from incremental_assets.transforms.attribute_states import (
     declared_values,
     with_declared_attributes,
 )
-from tests.declared_reference import comparable
+from tests.declared_reference import as_snowplow_text, comparable
 from tests.declared_reference import declared_values as reference_values
 
 pytestmark = [pytest.mark.spark]
@@ -162,15 +162,8 @@ def test_batch_engine_events_give_snowplows_attributes(spark, peer_dir):
                            keep_default_na=False).set_index("domain_userid")
     got = got.set_index("domain_userid")
 
-    def text(value) -> str:
-        if value is None or (isinstance(value, float) and pd.isna(value)):
-            return ""
-        if hasattr(value, "__len__") and not isinstance(value, str):
-            return ", ".join(map(str, value))
-        return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
-
-    differences = {(u, c): (text(got.at[u, c]), expected.at[u, c]) for u in expected.index for c in expected.columns
-                   if text(got.at[u, c]) != expected.at[u, c]}
+    differences = {(u, c): (as_snowplow_text(got.at[u, c]), expected.at[u, c]) for u in expected.index for c in expected.columns
+                   if as_snowplow_text(got.at[u, c]) != expected.at[u, c]}
     # user_2's page view event_7949, loaded two days late and the only late row of its day: Snowplow's
     # incremental runs left it out of their daily aggregates; computed at once it counts.
     assert differences == {("user_2", "page_view_events_count_last_7_days"): ("6", "5")}
