@@ -135,38 +135,58 @@ def attribute_states(events: DataFrame, declared: Sequence[AttributeDeclaration]
         F.sort_array(F.collect_list(F.struct("value", "events", "first_tstamp", "last_tstamp"))).alias("value_counts"))
 
 
-def _typed(declared: AttributeDeclaration, value: Column) -> Column:
-    return _number(value) if declared.value_type == "number" else value
+# Per (user, attribute): every aggregation's result over the merged (value, events, first and
+# last time) rows, from one fixed set of aggregates whatever the number of attributes; each
+# attribute then picks its own. (An aggregate per attribute, each evaluated on every row, grew
+# the plan with the declaration: planning 50 took 0.52 s, against 0.33 s this way.)
+def _per_attribute(merged: DataFrame, declared: Sequence[AttributeDeclaration]) -> DataFrame:
+    value = F.col("value")
+    numbers = [d.key for d in declared if d.value_type == "number"]
+    lists = [d.key for d in declared if d.aggregation == "distinct_list"]
+    is_number = F.col("attribute").isin(numbers) if numbers else F.lit(False)
+    number = _number(value)
+    has_value = value.isNotNull()
+    # The value as its declared type: for `type: number`, text that is no number is left out.
+    as_number = F.when(is_number & number.isNotNull(), number)
+    as_text = F.when(~is_number, value)
+    typed = as_number.isNotNull() | as_text.isNotNull()
+    events, first, last = F.col("events"), F.col("first_tstamp"), F.col("last_tstamp")
+    listed = F.col("attribute").isin(lists) if lists else F.lit(False)
+    return merged.groupBy("domain_userid", "attribute").agg(
+        F.sum(events).alias("rows"),
+        F.sum(F.when(has_value, events)).alias("with_value"),
+        F.sum(number * events).alias("total"),
+        F.sum(F.when(number.isNotNull(), events)).alias("numbered"),
+        F.min(as_number).alias("min_number"), F.max(as_number).alias("max_number"),
+        F.min(as_text).alias("min_text"), F.max(as_text).alias("max_text"),
+        # first: the earliest event, a tie to the smaller value; last: the latest, a tie to the
+        # greater; most frequent: a tie to the value seen last, then the greater.
+        F.min(F.when(typed, F.struct(first, as_number.alias("n"), as_text.alias("t")))).alias("first"),
+        F.max(F.when(typed, F.struct(last, as_number.alias("n"), as_text.alias("t")))).alias("last"),
+        F.max(F.when(typed, F.struct(events, last, as_number.alias("n"), as_text.alias("t")))).alias("most_frequent"),
+        F.count(F.when(has_value, value)).alias("distinct_count"),  # the rows are distinct values
+        F.sort_array(F.collect_list(F.when(listed, as_number))).alias("list_number"),
+        F.sort_array(F.collect_list(F.when(listed, as_text))).alias("list_text"))
 
 
-def _aggregate(declared: AttributeDeclaration) -> Column:
-    """The attribute's value from merged (domain_userid, attribute, value) rows."""
-    mine = F.col("attribute") == declared.key
-    has_value = mine & F.col("value").isNotNull()
-    value, events = _typed(declared, F.col("value")), F.col("events")
-    has_typed = mine & value.isNotNull()  # for `type: number`, text that is no number is left out
+def _pick(declared: AttributeDeclaration, result: Column) -> Column:
+    """The attribute's value from its row of `_per_attribute` (null where it has none)."""
+    number = declared.value_type == "number"
     kind = declared.aggregation
     if kind == "count":
-        return F.sum(F.when(has_value if declared.property_path else mine, events))
+        return result["with_value" if declared.property_path else "rows"]
     if kind == "sum":
-        return F.sum(F.when(has_value, _number(F.col("value")) * events))
+        return result["total"]
     if kind == "mean":  # over the values that are numbers
-        return F.sum(F.when(has_value, _number(F.col("value")) * events)) / F.sum(
-            F.when(has_value & _number(F.col("value")).isNotNull(), events))
-    if kind == "min":
-        return F.min(F.when(has_typed, value))
-    if kind == "max":
-        return F.max(F.when(has_typed, value))
-    if kind == "first":  # the earliest event; a tie goes to the smaller value
-        return F.min(F.when(has_typed, F.struct(F.col("first_tstamp"), value.alias("v"))))["v"]
-    if kind == "last":  # the latest event; a tie goes to the greater value
-        return F.max(F.when(has_typed, F.struct(F.col("last_tstamp"), value.alias("v"))))["v"]
-    if kind == "most_frequent":  # a tie goes to the value seen last
-        return F.max(F.when(has_typed, F.struct(events, F.col("last_tstamp"), value.alias("v"))))["v"]
+        return result["total"] / result["numbered"]
+    if kind in ("min", "max"):
+        return result[f"{kind}_{'number' if number else 'text'}"]
+    if kind in ("first", "last", "most_frequent"):
+        return result[kind]["n" if number else "t"]
     if kind == "distinct_count":
-        return F.count(F.when(has_value, F.col("value")))
+        return F.when(result["distinct_count"] > 0, result["distinct_count"])
     if kind == "distinct_list":
-        return F.slice(F.sort_array(F.collect_list(F.when(has_typed, value))), 1, declared.cap)
+        return F.slice(result["list_number" if number else "list_text"], 1, declared.cap)
     raise AttributeDeclarationError(f"attribute {declared.name!r}: aggregation {kind!r} has no rule")
 
 
@@ -185,11 +205,18 @@ def declared_values(states: DataFrame, declared: Sequence[AttributeDeclaration],
     start = _period_start(declared, as_of)
     rows = states.where(F.col("attribute").isin([d.key for d in declared]) & (F.col("event_date") < F.lit(as_of))
                         & (start.isNull() | (F.col("event_date") >= start)))
-    merged = (rows.select("domain_userid", "attribute", F.explode("value_counts").alias("v"))
+    # Clustered by user once: the three aggregations below then need no shuffle of their own.
+    merged = (rows.repartition("domain_userid")
+              .select("domain_userid", "attribute", F.explode("value_counts").alias("v"))
               .groupBy("domain_userid", "attribute", F.col("v.value").alias("value"))
               .agg(F.sum("v.events").alias("events"), F.min("v.first_tstamp").alias("first_tstamp"),
                    F.max("v.last_tstamp").alias("last_tstamp")))
-    return merged.groupBy("domain_userid").agg(*[_aggregate(d).alias(d.name) for d in declared])
+    results = _per_attribute(merged, declared)
+    by_user = results.groupBy("domain_userid").agg(F.map_from_entries(F.collect_list(
+        F.struct("attribute", F.struct(*[c for c in results.columns if c not in ("domain_userid", "attribute")])))
+    ).alias("results"))
+    return by_user.select("domain_userid", *[_pick(d, F.try_element_at("results", F.lit(d.key))).alias(d.name)
+                                              for d in declared])
 
 
 def result_type(declared: AttributeDeclaration) -> str:
@@ -203,9 +230,11 @@ def with_declared_attributes(users: DataFrame, values: DataFrame | None,
     """`users` (one row per domain_userid) with each declared attribute: its value in `values`,
     else its default (an empty list for a distinct list)."""
     joined = users if values is None else users.join(values, "domain_userid", "left")
+    columns = {}
     for d in declared:
         kind = result_type(d)
         fallback = (F.array().cast(kind) if d.aggregation == "distinct_list" else F.lit(d.default).cast(kind))
         value = F.col(d.name).cast(kind) if values is not None else F.lit(None).cast(kind)
-        joined = joined.withColumn(d.name, F.coalesce(value, fallback))
-    return joined
+        columns[d.name] = F.coalesce(value, fallback).alias(d.name)
+    # One select (a withColumn per attribute analyses the plan again each time: 0.5 s for 50).
+    return joined.select(*[columns.pop(c, F.col(f"`{c}`")) for c in joined.columns], *columns.values())

@@ -192,3 +192,19 @@ def test_numbers_of_one_attribute_beside_text_of_others_compute(spark):
     plain = [dict(zip(events.columns, row)) for row in rows]
     expected = reference_values(plain, ["u1", "u2"], declared, AS_OF)
     assert as_dicts(got, names) == {u: {n: comparable(v) for n, v in values.items()} for u, values in expected.items()}
+
+
+def test_an_attribute_with_no_row_of_a_user_gets_its_default_though_other_attributes_have_rows(spark):
+    """u1 has page views but no purchase: the purchase attributes take their declared defaults
+    (a distinct count merged from the other attributes' rows once gave 0 instead)."""
+    declared = declarations([{"name": "views", "aggregation": "count", "events": ["page_view"]},
+                             {"name": "purchase_countries", "aggregation": "distinct_count", "property": "geo_country",
+                              "events": ["purchase"], "default": -1},
+                             {"name": "purchases", "aggregation": "count", "events": ["purchase"], "default": -1}])
+    at = dt.datetime(2026, 3, 2, 10)
+    events = spark.createDataFrame([random_event(random.Random(0), FIRST_DAY) | {
+        "domain_userid": "u1", "event_name": "page_view", "derived_tstamp": at, "geo_country": "DE"}], SCHEMA)
+    users = spark.createDataFrame([("u1",)], "domain_userid string")
+    (row,) = with_declared_attributes(users, declared_values(attribute_states(events, declared), declared, as_of=AS_OF),
+                                      declared).collect()
+    assert (row.views, row.purchase_countries, row.purchases) == (1, -1, -1)
