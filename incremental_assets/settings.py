@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import re
+import runpy
 import typing
 from dataclasses import dataclass, fields, replace
 from datetime import date, datetime, time, timedelta, timezone
@@ -22,6 +23,7 @@ from incremental_assets.names import TABLE_ENGINES, check_identifier
 from incremental_assets.planning.attribute_declarations import (
     AttributeDeclaration,
     AttributeDeclarationError,
+    declarations,
     parse_declarations,
 )
 from incremental_assets.planning.windows import parse_duration
@@ -64,7 +66,8 @@ class Settings:
     event_names: tuple[str, ...] = ()  # empty: every event name
     run_type: str = "incremental"
     attributes_as_of: date | None = None  # None: today (UTC) when the run starts
-    # The team's declared attributes (a YAML file, docs/rules.md 8), beside the built-in ones.
+    # The team's declared attributes (a YAML file, or a Python file's ATTRIBUTES; docs/rules.md 8),
+    # beside the built-in ones.
     attributes_file: str = ""
     grace_period: str = "PT0S"
     abstinent_period: str = "PT0S"
@@ -161,6 +164,8 @@ class Settings:
         except OSError as exc:
             raise AttributeDeclarationError(
                 f"attributes_file={self.attributes_file!r} cannot be read: {exc.strerror}") from exc
+        if file.suffix == ".py":
+            return declarations(_python_declarations(file), where=f"{file}: ATTRIBUTES", reserved=reserved)
         return parse_declarations(text, where=str(file), reserved=reserved)
 
     def describe(self) -> dict[str, str]:
@@ -368,3 +373,17 @@ _PARSER_BY_TYPE: dict[Any, Callable[[str, Any], Any]] = {
     date | None: _parse_date_or_none,
 }
 _PARSERS = {name: _PARSER_BY_TYPE[kind] for name, kind in typing.get_type_hints(Settings).items()}
+
+
+def _python_declarations(file: Path) -> Any:
+    """The `ATTRIBUTES` a Python declaration file defines (the same entries as the YAML file's
+    list, built by code: e.g. one count per event and period). The file is the team's own code,
+    run as it is whenever the settings are read; an error in it names the file."""
+    try:
+        namespace = runpy.run_path(str(file), run_name="incremental_attributes")
+    except Exception as exc:  # the team's code: any error it raises is a bad declaration file
+        raise AttributeDeclarationError(f"{file}: the Python file failed: {type(exc).__name__}: {exc}") from exc
+    if "ATTRIBUTES" not in namespace:
+        raise AttributeDeclarationError(f"{file}: a Python declaration file must define ATTRIBUTES, "
+                                        "a list of attribute declarations (as in the YAML file's 'attributes')")
+    return namespace["ATTRIBUTES"]

@@ -109,3 +109,34 @@ def test_the_setting_refuses_a_missing_or_bad_file_before_anything_runs(tmp_path
     (views,) = Settings.load({"attributes_file": str(good)}, environ={}).declared_attributes()
     assert views.name == "views"
     assert Settings.load(environ={}).declared_attributes() == ()
+
+
+def test_a_python_file_declares_the_same_attributes_as_the_yaml_it_generates(tmp_path):
+    """A Python declaration file defines ATTRIBUTES, the YAML file's list built by code."""
+    python_file = tmp_path / "team_attributes.py"
+    python_file.write_text(
+        "ATTRIBUTES = [{'name': f'{event}_count_{days}_days', 'aggregation': 'count', 'events': [event],\n"
+        "               'period': days} for event in ('page_view', 'transaction') for days in (7, 30)]\n")
+    yaml_file = tmp_path / "team_attributes.yml"
+    yaml_file.write_text("attributes:\n" + "".join(
+        f"  - {{name: {event}_count_{days}_days, aggregation: count, events: [{event}], period: {days}}}\n"
+        for event in ("page_view", "transaction") for days in (7, 30)))
+    from_python = Settings.load({"attributes_file": str(python_file)}, environ={}).declared_attributes()
+    from_yaml = Settings.load({"attributes_file": str(yaml_file)}, environ={}).declared_attributes()
+    assert [d.key for d in from_python] == [d.key for d in from_yaml]
+    assert [d.name for d in from_python] == ["page_view_count_7_days", "page_view_count_30_days",
+                                             "transaction_count_7_days", "transaction_count_30_days"]
+
+
+@pytest.mark.parametrize("code, message", [
+    ("raise RuntimeError('no config')", r"bad.py: the Python file failed: RuntimeError: no config"),
+    ("ATTRS = []", r"bad.py: a Python declaration file must define ATTRIBUTES"),
+    ("ATTRIBUTES = {'name': 'x'}", r"bad.py: ATTRIBUTES: expected a list of attribute declarations"),
+    ("ATTRIBUTES = [{'name': 'x', 'aggregation': 'median', 'property': 'a'}]",
+     r"bad.py: ATTRIBUTES\[0\]: attribute 'x': aggregation 'median'"),
+])
+def test_a_bad_python_declaration_file_is_refused_naming_the_file(tmp_path, code, message):
+    bad = tmp_path / "bad.py"
+    bad.write_text(code + "\n")
+    with pytest.raises(SettingsError, match=message):
+        Settings.load({"attributes_file": str(bad)}, environ={})
