@@ -155,7 +155,8 @@ class AttributesUpdate:
     how: str  # in words, for the materialization
     declared: tuple[AttributeDeclaration, ...] = ()
     backfill: DataFrame | None = None  # every day's states of the attributes new to the table
-    backfilled: tuple[str, ...] = ()  # their keys
+    backfilled: tuple[str, ...] = ()  # the state keys `backfill` holds
+    new: tuple[AttributeDeclaration, ...] = ()  # the declared attributes the table did not hold
 
 
 @dataclass
@@ -184,33 +185,39 @@ def last_event_day(warehouse: WarehouseResource) -> date | None:
 
 @dataclass
 class _DeclaredStates:
-    states: DataFrame | None  # every declared attribute's states (None without declarations)
-    backfill: DataFrame | None
-    backfilled: tuple[str, ...]
+    states: DataFrame | None  # the states every declared attribute reads (None without declarations)
+    backfill: DataFrame | None  # every day's states of `backfilled`
+    backfilled: tuple[str, ...]  # state keys no attribute the table holds reads: computed from every day
+    new: tuple[AttributeDeclaration, ...] = ()  # the declared attributes the table does not hold
 
 
 def _declared_states(warehouse: WarehouseResource, declared: tuple[AttributeDeclaration, ...],
                      stored: _Stored) -> _DeclaredStates:
-    """The states the values merge: those stored, and every day's states of the attributes the
-    table does not hold yet (computed from every filtered row, late rows still pending included).
-    States of attributes no longer declared stay until table maintenance drops them."""
+    """The states the values merge: those stored, and every day's states of the state keys no
+    attribute the table holds reads (computed from every filtered row, late rows still pending
+    included). A new attribute that reads the same rows as one the table holds (another
+    period or aggregation of them) finds its states kept already. States no declared attribute
+    reads stay until table maintenance drops them."""
+    if not declared:
+        return _DeclaredStates(None, None, ())
     tables = warehouse.tables
     have_states = tables.exists(ATTRIBUTE_STATES)
     held = set((stored.versions or "").split(",")) - {""} if have_states else set()
     new = tuple(d for d in declared if d.key not in held)
-    if not declared:
-        return _DeclaredStates(None, None, ())
+    kept = {d.state_key for d in declared if d.key in held}
+    missing = tuple({d.state_key: d for d in new if d.state_key not in kept}.values())
+    backfilled = tuple(d.state_key for d in missing)
     backfill = None
-    if new:
+    if missing:
         filtered = tables.read(FILTERED_EVENTS)
-        check_properties(filtered.schema, new)
-        backfill = materialized(attribute_states(filtered, new))
+        check_properties(filtered.schema, missing)
+        backfill = materialized(attribute_states(filtered, missing))
     states = None
     if have_states:
-        states = tables.read(ATTRIBUTE_STATES).where(~F.col("attribute").isin([d.key for d in new]))
+        states = tables.read(ATTRIBUTE_STATES).where(~F.col("attribute").isin(list(backfilled)))
     if backfill is not None:
         states = backfill if states is None else states.unionByName(backfill)
-    return _DeclaredStates(states, backfill, tuple(d.key for d in new))
+    return _DeclaredStates(states, backfill, backfilled, new)
 
 
 def _with_declared(rows: DataFrame, states: DataFrame | None, declared: tuple[AttributeDeclaration, ...],
@@ -236,12 +243,12 @@ def _ordered(rows: DataFrame, declared: tuple[AttributeDeclaration, ...]) -> Dat
 def _with_changed_declarations(stored_rows: DataFrame, found: _DeclaredStates,
                                declared: tuple[AttributeDeclaration, ...], as_of: date) -> DataFrame:
     """The stored rows with the attributes new to the table (added, or changed: a new version)
-    computed for every user from their own states alone, and those no longer declared dropped."""
-    new = tuple(d for d in declared if d.key in found.backfilled)
-    unchanged = {d.name for d in declared if d.key not in found.backfilled}
+    computed for every user, and those no longer declared dropped."""
+    new_keys = {d.key for d in found.new}
+    unchanged = {d.name for d in declared if d.key not in new_keys}
     rows = stored_rows.drop(*[c for c in stored_rows.columns if c not in BUILT_IN_COLUMNS and c not in unchanged])
-    if new:
-        rows = with_declared_attributes(rows, declared_values(found.backfill, new, as_of=as_of), new)
+    if found.new:
+        rows = with_declared_attributes(rows, declared_values(found.states, found.new, as_of=as_of), found.new)
     return _ordered(rows, declared) if declared else rows
 
 
@@ -261,7 +268,7 @@ def attributes_update(warehouse: WarehouseResource, as_of: date, run_type: str,
     daily = tables.read(DAILY_AGGREGATES)
     stored = _stored(warehouse)
     found = _declared_states(warehouse, declared, stored)
-    extra = {"declared": declared, "backfill": found.backfill, "backfilled": found.backfilled}
+    extra = {"declared": declared, "backfill": found.backfill, "backfilled": found.backfilled, "new": found.new}
     if run_type == "full" or stored.as_of is None or stored.as_of != as_of:
         reason = ("run_type=full" if run_type == "full" else "no table yet" if stored.as_of is None
                   else f"attributes_as_of moved from {stored.as_of}")

@@ -27,7 +27,7 @@ def maintain_tables(settings: Settings, tables: TableStore, now: datetime,
     partitions_from = recent_partitions_from(settings, now).isoformat()
     dropped = drop_undeclared_states(settings, tables)
     if dropped:
-        echo(f"  {ATTRIBUTE_STATES}: states of attributes no longer declared dropped: {', '.join(dropped)}")
+        echo(f"  {ATTRIBUTE_STATES}: states no declared attribute reads dropped: {', '.join(dropped)}")
     results = []
     for name in ALL_TABLES:
         if not tables.exists(name):
@@ -43,11 +43,16 @@ def maintain_tables(settings: Settings, tables: TableStore, now: datetime,
 
 
 def drop_undeclared_states(settings: Settings, tables: TableStore) -> list[str]:
-    """Delete the states of attribute keys that neither the declaration nor the attributes
-    table holds (the table keeps its keys' states until its next run replaces them)."""
+    """Delete the states no declared attribute reads, once the attributes table holds only
+    declared attributes. While it holds others (the declaration changed since its last run),
+    nothing is dropped: the declaration may change back to the attributes the table holds, whose
+    states must then still be there."""
     if not tables.exists(ATTRIBUTE_STATES):
         return []
-    needed = {d.key for d in settings.declared_attributes()} | (recorded_attribute_keys(settings) or set())
+    declared = settings.declared_attributes()
+    if not (recorded_attribute_keys(settings) or set()) <= {d.key for d in declared}:
+        return []
+    needed = {d.state_key for d in declared}
     present = {row[0] for row in tables.read(ATTRIBUTE_STATES, columns=["attribute"]).distinct().collect()}
     dropped = sorted(present - needed)
     if dropped:

@@ -164,9 +164,10 @@ def _attributes_output(context: AssetExecutionContext, warehouse: WarehouseResou
         if update.backfill is not None else []
     last_day = last_event_day(warehouse)
     context.log.info(f"attributes as of {as_of}: {update.how}")
-    if update.backfilled:
-        context.log.info(f"declared attributes new to the table, their states computed for every day: "
-                         f"{', '.join(update.backfilled)}")
+    if update.new:
+        context.log.info(f"declared attributes new to the table, computed for every user: "
+                         f"{', '.join(d.name for d in update.new)}; states computed from every day for "
+                         f"{len(update.backfilled)} state key(s) no attribute the table held reads")
     return TableOutput(df=update.rows, claim=claim, write="overwrite" if update.full else None,
                        keys=update.keys, before=before, after=after,
                        materialized=[update.backfill] if update.backfill is not None else [], metadata={

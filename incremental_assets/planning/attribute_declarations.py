@@ -87,8 +87,22 @@ class AttributeDeclaration:
 
     @property
     def key(self) -> str:
-        """Name and version: what the state table keeps its rows under."""
+        """Name and version: what the attributes table records it computed (VERSIONS_COLUMN)."""
         return f"{self.name}@{self.version}"
+
+    @property
+    def state_key(self) -> str:
+        """What the state table keeps its rows under: a digest of the rows and values the
+        attribute reads (events, criteria, property). Attributes that differ only in aggregation,
+        period, type, default or cap share their states (counts of one event over four periods
+        keep one state, not four)."""
+        return _digest({"states": STATES_LAYOUT, **_selection(self)})
+
+    @property
+    def view(self) -> str:
+        """Its states over its period: what the merge computes results for, shared by the
+        attributes of one selection and period."""
+        return f"{self.state_key}/{'lifetime' if self.period_days is None else self.period_days}"
 
     def describe(self) -> str:
         what = self.aggregation + (f" of {self.property_path}" if self.property_path else " of events")
@@ -225,18 +239,32 @@ def declaration(entry: Mapping[str, Any], where: str = "attributes") -> Attribut
     return _versioned(declared)
 
 
+# The layout of the state table's rows: part of every version, so that a new layout makes every
+# attribute new to a table written with the old one (its states are computed again, once).
+# 2: rows keyed by `state_key` (shared by attributes of one selection), not by attribute.
+STATES_LAYOUT = 2
+
+
+def _selection(declared: AttributeDeclaration) -> dict:
+    """The rows and values an attribute reads."""
+    return {"events": [[e.name, e.vendor, e.version] for e in declared.events],
+            "property": str(declared.property_path) if declared.property_path else None,
+            "criteria": [[str(c.property_path), c.operator, c.value] for c in declared.criteria],
+            "match": declared.criteria_match}
+
+
+def _digest(what: dict) -> str:
+    return hashlib.sha256(json.dumps(what, sort_keys=True, default=list).encode()).hexdigest()[:10]
+
+
 def _versioned(declared: AttributeDeclaration) -> AttributeDeclaration:
     """With its version: a digest of everything that changes its values (not its description)."""
     what = {
-        "name": declared.name, "aggregation": declared.aggregation,
-        "events": [[e.name, e.vendor, e.version] for e in declared.events],
-        "property": str(declared.property_path) if declared.property_path else None,
-        "criteria": [[str(c.property_path), c.operator, c.value] for c in declared.criteria],
-        "match": declared.criteria_match, "period": declared.period_days, "default": declared.default,
-        "type": declared.value_type, "cap": declared.cap,
+        "name": declared.name, "aggregation": declared.aggregation, **_selection(declared),
+        "period": declared.period_days, "default": declared.default,
+        "type": declared.value_type, "cap": declared.cap, "states": STATES_LAYOUT,
     }
-    digest = hashlib.sha256(json.dumps(what, sort_keys=True, default=list).encode()).hexdigest()[:10]
-    return AttributeDeclaration(**{**declared.__dict__, "version": digest})
+    return AttributeDeclaration(**{**declared.__dict__, "version": _digest(what)})
 
 
 def declarations(entries: Sequence[Mapping[str, Any]], where: str = "attributes",

@@ -118,13 +118,15 @@ def check_properties(schema: StructType, declared: Sequence[AttributeDeclaration
 
 
 def attribute_states(events: DataFrame, declared: Sequence[AttributeDeclaration]) -> DataFrame:
-    """The states of every declared attribute for each (event_date, domain_userid) of `events`
-    (filtered events: one pass over them for all attributes)."""
+    """The states of the declared attributes for each (event_date, domain_userid) of `events`
+    (filtered events: one pass over them for all attributes), one per state key: attributes
+    that read the same rows and values share theirs. `attribute` holds the state key."""
     schema = events.schema
-    entries = [F.struct(F.lit(d.key).alias("attribute"), _applies(schema, d).alias("applies"),
+    selections = {d.state_key: d for d in declared}
+    entries = [F.struct(F.lit(key).alias("attribute"), _applies(schema, d).alias("applies"),
                         (property_value(schema, d.property_path, f"attribute {d.name!r}") if d.property_path
                          else F.lit(None).cast("string")).alias("value"))
-               for d in declared]
+               for key, d in selections.items()]
     hits = events.select("event_date", "domain_userid", "derived_tstamp",
                          F.explode(F.filter(F.array(*entries), lambda e: e["applies"])).alias("hit"))
     by_value = hits.groupBy("event_date", "domain_userid", F.col("hit.attribute").alias("attribute"),
@@ -135,43 +137,43 @@ def attribute_states(events: DataFrame, declared: Sequence[AttributeDeclaration]
         F.sort_array(F.collect_list(F.struct("value", "events", "first_tstamp", "last_tstamp"))).alias("value_counts"))
 
 
-# Per (user, attribute): every aggregation's result over the merged (value, events, first and
-# last time) rows, from one fixed set of aggregates whatever the number of attributes; each
-# attribute then picks its own. (An aggregate per attribute, each evaluated on every row, grew
-# the plan with the declaration: planning 50 took 0.52 s, against 0.33 s this way.)
-def _per_attribute(merged: DataFrame, declared: Sequence[AttributeDeclaration]) -> DataFrame:
+# Per (user, view: a state key over a period): every aggregation's result over the merged
+# (value, events, first and last time) rows, as numbers and as text, from one fixed set of
+# aggregates whatever the number of attributes; each attribute then picks its own. (An
+# aggregate per attribute, each evaluated on every row, grew the plan with the declaration:
+# planning 50 took 0.52 s, against 0.33 s this way.)
+def _per_view(merged: DataFrame, declared: Sequence[AttributeDeclaration]) -> DataFrame:
     value = F.col("value")
-    numbers = [d.key for d in declared if d.value_type == "number"]
-    lists = [d.key for d in declared if d.aggregation == "distinct_list"]
-    is_number = F.col("attribute").isin(numbers) if numbers else F.lit(False)
+    listed = {d.view for d in declared if d.aggregation == "distinct_list"}
     number = _number(value)
-    has_value = value.isNotNull()
-    # The value as its declared type: for `type: number`, text that is no number is left out.
-    as_number = F.when(is_number & number.isNotNull(), number)
-    as_text = F.when(~is_number, value)
-    typed = as_number.isNotNull() | as_text.isNotNull()
+    has_value, has_number = value.isNotNull(), number.isNotNull()
     events, first, last = F.col("events"), F.col("first_tstamp"), F.col("last_tstamp")
-    listed = F.col("attribute").isin(lists) if lists else F.lit(False)
-    return merged.groupBy("domain_userid", "attribute").agg(
+    in_list = F.col("view").isin(sorted(listed)) if listed else F.lit(False)
+
+    def both(name: str, make) -> list[Column]:
+        """The aggregate over the values that are numbers (as numbers), and over every value."""
+        return [make(has_number, number).alias(f"{name}_number"), make(has_value, value).alias(f"{name}_text")]
+
+    return merged.groupBy("domain_userid", "view").agg(
         F.sum(events).alias("rows"),
         F.sum(F.when(has_value, events)).alias("with_value"),
         F.sum(number * events).alias("total"),
-        F.sum(F.when(number.isNotNull(), events)).alias("numbered"),
-        F.min(as_number).alias("min_number"), F.max(as_number).alias("max_number"),
-        F.min(as_text).alias("min_text"), F.max(as_text).alias("max_text"),
+        F.sum(F.when(has_number, events)).alias("numbered"),
+        *both("min", lambda ok, v: F.min(F.when(ok, v))),
+        *both("max", lambda ok, v: F.max(F.when(ok, v))),
         # first: the earliest event, a tie to the smaller value; last: the latest, a tie to the
         # greater; most frequent: a tie to the value seen last, then the greater.
-        F.min(F.when(typed, F.struct(first, as_number.alias("n"), as_text.alias("t")))).alias("first"),
-        F.max(F.when(typed, F.struct(last, as_number.alias("n"), as_text.alias("t")))).alias("last"),
-        F.max(F.when(typed, F.struct(events, last, as_number.alias("n"), as_text.alias("t")))).alias("most_frequent"),
+        *both("first", lambda ok, v: F.min(F.when(ok, F.struct(first, v.alias("v"))))["v"]),
+        *both("last", lambda ok, v: F.max(F.when(ok, F.struct(last, v.alias("v"))))["v"]),
+        *both("most_frequent", lambda ok, v: F.max(F.when(ok, F.struct(events, last, v.alias("v"))))["v"]),
         F.count(F.when(has_value, value)).alias("distinct_count"),  # the rows are distinct values
-        F.sort_array(F.collect_list(F.when(listed, as_number))).alias("list_number"),
-        F.sort_array(F.collect_list(F.when(listed, as_text))).alias("list_text"))
+        *both("list", lambda ok, v: F.sort_array(F.collect_list(F.when(in_list & ok, v)))))
 
 
 def _pick(declared: AttributeDeclaration, result: Column) -> Column:
-    """The attribute's value from its row of `_per_attribute` (null where it has none)."""
-    number = declared.value_type == "number"
+    """The attribute's value from its view's row of `_per_view` (null where it has none): for
+    `type: number`, over the values that are numbers."""
+    typed = "number" if declared.value_type == "number" else "text"
     kind = declared.aggregation
     if kind == "count":
         return result["with_value" if declared.property_path else "rows"]
@@ -179,43 +181,48 @@ def _pick(declared: AttributeDeclaration, result: Column) -> Column:
         return result["total"]
     if kind == "mean":  # over the values that are numbers
         return result["total"] / result["numbered"]
-    if kind in ("min", "max"):
-        return result[f"{kind}_{'number' if number else 'text'}"]
-    if kind in ("first", "last", "most_frequent"):
-        return result[kind]["n" if number else "t"]
+    if kind in ("min", "max", "first", "last", "most_frequent"):
+        return result[f"{kind}_{typed}"]
     if kind == "distinct_count":
         return F.when(result["distinct_count"] > 0, result["distinct_count"])
     if kind == "distinct_list":
-        return F.slice(result["list_number" if number else "list_text"], 1, declared.cap)
+        return F.slice(result[f"list_{typed}"], 1, declared.cap)
     raise AttributeDeclarationError(f"attribute {declared.name!r}: aggregation {kind!r} has no rule")
 
 
-def _period_start(declared: Sequence[AttributeDeclaration], as_of: date) -> Column:
-    """Per state row: the first day its attribute's period covers (null: lifetime)."""
-    start = F.lit(None).cast("date")
+def _views(declared: Sequence[AttributeDeclaration], as_of: date) -> Column:
+    """Per state row: the views it belongs to (its state key over each declared period that
+    covers its day: [as_of - period, as_of), or every day before as_of)."""
+    periods: dict[str, set[int | None]] = {}
     for d in declared:
-        if d.period_days is not None:
-            start = F.when(F.col("attribute") == d.key, F.lit(as_of - timedelta(days=d.period_days))).otherwise(start)
-    return start
+        periods.setdefault(d.state_key, set()).add(d.period_days)
+    views = []
+    for key, days in sorted(periods.items()):
+        for period in sorted(days, key=lambda p: -1 if p is None else p):
+            in_period = F.col("attribute") == key
+            if period is not None:
+                in_period &= F.col("event_date") >= F.lit(as_of - timedelta(days=period))
+            views.append(F.when(in_period, F.lit(f"{key}/{'lifetime' if period is None else period}")))
+    return F.filter(F.array(*views), lambda view: view.isNotNull())
 
 
 def declared_values(states: DataFrame, declared: Sequence[AttributeDeclaration], *, as_of: date) -> DataFrame:
     """One row per user with a state before `as_of`: each attribute over its period, days
     [as_of - period, as_of) or every day before as_of (null where no event counted)."""
-    start = _period_start(declared, as_of)
-    rows = states.where(F.col("attribute").isin([d.key for d in declared]) & (F.col("event_date") < F.lit(as_of))
-                        & (start.isNull() | (F.col("event_date") >= start)))
+    keys = sorted({d.state_key for d in declared})
+    rows = states.where(F.col("attribute").isin(keys) & (F.col("event_date") < F.lit(as_of)))
     # Clustered by user once: the three aggregations below then need no shuffle of their own.
     merged = (rows.repartition("domain_userid")
-              .select("domain_userid", "attribute", F.explode("value_counts").alias("v"))
-              .groupBy("domain_userid", "attribute", F.col("v.value").alias("value"))
+              .select("domain_userid", F.explode(_views(declared, as_of)).alias("view"), "value_counts")
+              .select("domain_userid", "view", F.explode("value_counts").alias("v"))
+              .groupBy("domain_userid", "view", F.col("v.value").alias("value"))
               .agg(F.sum("v.events").alias("events"), F.min("v.first_tstamp").alias("first_tstamp"),
                    F.max("v.last_tstamp").alias("last_tstamp")))
-    results = _per_attribute(merged, declared)
+    results = _per_view(merged, declared)
     by_user = results.groupBy("domain_userid").agg(F.map_from_entries(F.collect_list(
-        F.struct("attribute", F.struct(*[c for c in results.columns if c not in ("domain_userid", "attribute")])))
+        F.struct("view", F.struct(*[c for c in results.columns if c not in ("domain_userid", "view")])))
     ).alias("results"))
-    return by_user.select("domain_userid", *[_pick(d, F.try_element_at("results", F.lit(d.key))).alias(d.name)
+    return by_user.select("domain_userid", *[_pick(d, F.try_element_at("results", F.lit(d.view))).alias(d.name)
                                               for d in declared])
 
 

@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from incremental_assets.planning.attribute_declarations import parse_declarations
 from tests.declared_reference import as_snowplow_text
 from tests.delta_reads import read_pandas
 
@@ -212,10 +213,15 @@ def _the_declaration_changes(tmp_path, env: dict, before: pd.DataFrame) -> None:
     kept = [c for c in before.columns if c in after.columns and c not in ("op_systems_2", "attribute_versions")]
     pd.testing.assert_frame_equal(after[kept].sort_index(), before[kept].sort_index())
 
-    # What the run wrote to the states: files of the two new attributes only; nothing removed.
-    new_keys = {key for key in after.attribute_versions.iloc[0].split(",")
-                if key.split("@")[0] in ("sessions", "op_systems_2")}
-    assert len(new_keys) == 2
+    # What the run wrote to the states: those of the rows no attribute the table held reads (the
+    # new `sessions`; op_systems_2 reads the same rows as before, over another period); nothing removed.
+    original = {d.name: d for d in parse_declarations(
+        (Path(__file__).parent / "batch_engine_attributes.yml").read_text(), where="original")}
+    now = {d.name: d for d in parse_declarations(changed.read_text(), where="changed")}
+    assert now["op_systems_2"].state_key == original["op_systems_2"].state_key
+    assert now["op_systems_2"].key != original["op_systems_2"].key
+    new_keys = {now["sessions"].state_key} - {d.state_key for d in original.values()}
+    assert new_keys, "the test needs an attribute that reads rows no other one reads"
     added, removed = [], []
     for commit in sorted(set(states_log.glob("*.json")) - commits_before):
         for line in commit.read_text().splitlines():

@@ -140,3 +140,18 @@ def test_a_bad_python_declaration_file_is_refused_naming_the_file(tmp_path, code
     bad.write_text(code + "\n")
     with pytest.raises(SettingsError, match=message):
         Settings.load({"attributes_file": str(bad)}, environ={})
+
+
+def test_attributes_reading_the_same_rows_share_their_state_key_and_no_other_ones_do():
+    base = {"name": "a", "aggregation": "count", "events": ["page_view"], "property": "page_urlpath",
+            "criteria": {"all": [{"property": "geo_country", "operator": "eq", "value": "DE"}]}}
+    a = declaration(base)
+    same_rows = [declaration({**base, "name": "b"}), declaration({**base, "period": 7}),
+                 declaration({**base, "aggregation": "distinct_list"}), declaration({**base, "default": 3}),
+                 declaration({**base, "aggregation": "max", "type": "number"})]
+    other_rows = [declaration({**base, "events": ["page_ping"]}), declaration({**base, "property": "page_title"}),
+                  declaration({**base, "criteria": {"any": base["criteria"]["all"]}}),
+                  declaration({**base, "criteria": {"all": [{"property": "geo_country", "operator": "eq", "value": "FR"}]}})]
+    assert {d.state_key for d in same_rows} == {a.state_key}
+    assert len({a.state_key, *(d.state_key for d in other_rows)}) == 1 + len(other_rows)
+    assert a.view == f"{a.state_key}/lifetime" and same_rows[1].view == f"{a.state_key}/7"
