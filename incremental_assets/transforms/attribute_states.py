@@ -193,16 +193,12 @@ def _pick(declared: AttributeDeclaration, result: Column) -> Column:
 def _views(declared: Sequence[AttributeDeclaration], as_of: date) -> Column:
     """Per state row: the views it belongs to (its state key over each declared period that
     covers its day: [as_of - period, as_of), or every day before as_of)."""
-    periods: dict[str, set[int | None]] = {}
-    for d in declared:
-        periods.setdefault(d.state_key, set()).add(d.period_days)
     views = []
-    for key, days in sorted(periods.items()):
-        for period in sorted(days, key=lambda p: -1 if p is None else p):
-            in_period = F.col("attribute") == key
-            if period is not None:
-                in_period &= F.col("event_date") >= F.lit(as_of - timedelta(days=period))
-            views.append(F.when(in_period, F.lit(f"{key}/{'lifetime' if period is None else period}")))
+    for d in sorted({d.view: d for d in declared}.values(), key=lambda d: d.view):
+        in_period = F.col("attribute") == d.state_key
+        if d.period_days is not None:
+            in_period &= F.col("event_date") >= F.lit(as_of - timedelta(days=d.period_days))
+        views.append(F.when(in_period, F.lit(d.view)))
     return F.filter(F.array(*views), lambda view: view.isNotNull())
 
 
