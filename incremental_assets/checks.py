@@ -4,10 +4,8 @@
 In a run a check looks at what the run wrote (the range in its partition-range tags);
 launched on its own (the asset's Checks tab) it looks at the whole table.
 
-- `event_id_unique` (base_events, filtered_events; partitioned, blocking; one step and one
-  Spark query for both): no event_id twice within `dedupe_lookback_days` (one copy of each
-  event). In a run: one result per load hour, its rows against every row loaded within the
-  look-back on either side of the run's window.
+- `event_id_unique` (base_events, filtered_events) is computed inside the hourly step, before
+  it writes (`event_id_check`); its evaluations go through `evaluation_events` below.
 - `end_after_start` (sessions_lifecycle_manifest): end_tstamp >= start_tstamp.
 - `rows_aggregated_plus_pending_equal_filtered` (daily_aggregates): for every event day,
   rows aggregated + rows pending = filtered rows (filtered_events_counts against
@@ -26,9 +24,7 @@ same materialization.
 """
 
 
-import functools
 from datetime import datetime, timedelta, timezone
-from typing import Sequence
 
 from dagster import (
     AssetCheckEvaluation,
@@ -47,7 +43,6 @@ from dagster import (
 from dagster._core.definitions.asset_checks.asset_check_evaluation import (
     AssetCheckEvaluationTargetMaterializationData as CheckedMaterialization,
 )
-from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from incremental_assets.ledger import rows_accounted_for
@@ -55,7 +50,6 @@ from incremental_assets.names import (
     ATTRIBUTES,
     BASE_EVENTS,
     DAILY_AGGREGATES,
-    FILTERED_EVENTS,
     HOURLY_ASSETS,
     PARTITION_TAG,
     RANGE_END_TAG,
@@ -63,7 +57,6 @@ from incremental_assets.names import (
     SOURCE_EVENTS,
 )
 from incremental_assets.partitions import daily_partitions, hourly_partitions
-from incremental_assets.planning.hours import HOUR, parse_hour_key
 from incremental_assets.planning.processing_manifest import ItemStatus
 from incremental_assets.progress import source_version_before
 from incremental_assets.sources.load_hours import source_columns
@@ -130,130 +123,6 @@ def evaluation_events(context: AssetCheckExecutionContext, outcomes_by_check: di
 def only_check(context: AssetCheckExecutionContext) -> AssetCheckKey:
     [key] = context.selected_asset_check_keys
     return key
-
-
-# -- event_id unique ---------------------------------------------------------------------
-
-COUNT_NAMES = ("rows_checked", "duplicate_event_ids", "null_event_ids")
-
-
-def _rows_to_compare(warehouse: WarehouseResource, table: str, window: tuple[datetime, datetime] | None):
-    """event_id and load_tstamp of the table's rows a check compares, tagged with the table:
-    every row without a window; with one, the window's rows and the look-back rows on either
-    side that share an event_id with them."""
-    lookback, tables, columns = warehouse.settings.dedupe_lookback, warehouse.tables, ["event_id", "load_tstamp"]
-    if window is None:
-        rows = tables.read(table, columns=columns)
-    else:
-        # Only the look-back rows whose event_id the window holds can be a window row's other
-        # copy: a semi-join on the window's ids keeps them (a broadcast when the window is an
-        # hour), so the window function sorts those rows, not every row of the look-back.
-        start, end = window
-        in_window = tables.read_range(table, "load_tstamp", start, end, columns=columns)
-        rows = (tables.read_range(table, "load_tstamp", start - lookback, end + lookback, columns=columns)
-                .join(in_window.select("event_id"), "event_id", "left_semi")
-                .unionByName(in_window.where(F.col("event_id").isNull())))
-    return rows.withColumn("table", F.lit(table))
-
-
-def _flagged_rows(warehouse: WarehouseResource, tables: Sequence[str], window: tuple[datetime, datetime] | None):
-    """Rows of the tables in the window (every row without one) with `close`: another copy of
-    the event_id in the same table loaded within dedupe_lookback_days (docs/rules.md 3); rows of
-    the look-back on either side of the window are compared, not counted. The tables' rows are
-    one union, sorted by one window function (one shuffle for all of them)."""
-    rows = functools.reduce(DataFrame.unionByName, [_rows_to_compare(warehouse, t, window) for t in tables])
-    lookback = warehouse.settings.dedupe_lookback
-    copies = Window.partitionBy("table", "event_id").orderBy("load_tstamp")
-    previous, following = F.lag("load_tstamp").over(copies), F.lead("load_tstamp").over(copies)
-    limit = F.make_dt_interval(secs=F.lit(int(lookback.total_seconds())))
-    close = (F.col("load_tstamp") < previous + limit) | (following < F.col("load_tstamp") + limit)
-    # The first copy of its event_id in its load hour: the look-back is at least a day, so the
-    # id's other copies of that hour are close to it, and counting the close first copies per
-    # hour counts the ids without a distinct aggregation (one shuffle fewer).
-    first_in_hour = previous.isNull() | (F.date_trunc("hour", previous) != F.date_trunc("hour", "load_tstamp"))
-    flagged = rows.withColumn("close", F.coalesce(close, F.lit(False))).withColumn("first_in_hour", first_in_hour)
-    if window is None:
-        return flagged
-    return flagged.where((F.col("load_tstamp") >= F.lit(window[0])) & (F.col("load_tstamp") < F.lit(window[1])))
-
-
-def _duplicate_counts(by_hour: bool):
-    duplicate = F.col("event_id").isNotNull() & F.col("close")
-    ids = (F.count(F.when(duplicate & F.col("first_in_hour"), 1)) if by_hour
-           else F.countDistinct(F.when(duplicate, F.col("event_id"))))
-    return [F.count(F.lit(1)).alias("rows_checked"), ids.alias("duplicate_event_ids"),
-            F.count(F.when(F.col("event_id").isNull(), 1)).alias("null_event_ids")]
-
-
-def _duplicate_rows(warehouse: WarehouseResource, tables: Sequence[str], window, *groups) -> list:
-    """The counts of the tables that exist, grouped by table and `groups`, in one query."""
-    existing = [table for table in tables if warehouse.tables.exists(table)]
-    if not existing:
-        return []
-    return (_flagged_rows(warehouse, existing, window).groupBy("table", *groups)
-            .agg(*_duplicate_counts(by_hour=bool(groups))).collect())
-
-
-def _counts(row) -> dict[str, int]:
-    return {name: int(row[name] or 0) for name in COUNT_NAMES}
-
-
-def event_id_duplicates(warehouse: WarehouseResource, tables: Sequence[str],
-                        window: tuple[datetime, datetime] | None) -> dict[str, dict[str, int]]:
-    """Per table: rows checked, event_ids held twice within dedupe_lookback_days of each other
-    (the copies of one event), and rows without an event_id; in the window, or in the whole
-    table. A table that does not exist yet has none."""
-    counts = {table: dict.fromkeys(COUNT_NAMES, 0) for table in tables}
-    counts.update({row["table"]: _counts(row) for row in _duplicate_rows(warehouse, tables, window)})
-    return counts
-
-
-def event_id_duplicates_by_hour(warehouse: WarehouseResource, tables: Sequence[str],
-                                window: tuple[datetime, datetime]) -> dict[str, dict[datetime, dict[str, int]]]:
-    """The same counts per table and load hour of the window (hours without rows have none), in
-    one query."""
-    counts = {table: {} for table in tables}
-    hour = F.date_trunc("hour", "load_tstamp").alias("hour")
-    for row in _duplicate_rows(warehouse, tables, window, hour):
-        # Spark returns UTC here (session and process zone)
-        counts[row["table"]][row.hour.replace(tzinfo=timezone.utc)] = _counts(row)
-    return counts
-
-
-def _unique_outcome(counts: dict[str, int], scope: str) -> dict:
-    return dict(
-        passed=counts["duplicate_event_ids"] == 0 and counts["null_event_ids"] == 0,
-        metadata={**{k: MetadataValue.int(v) for k, v in counts.items()}, "scope": MetadataValue.text(scope)},
-        description=f"{counts['duplicate_event_ids']} duplicate and {counts['null_event_ids']} null "
-                    f"event_id(s) in {counts['rows_checked']} rows ({scope})")
-
-
-@multi_asset_check(
-    specs=[AssetCheckSpec("event_id_unique", asset=table, partitions_def=hourly_partitions, blocking=True,
-                          description=f"Each event_id of {table} at most once within dedupe_lookback_days and "
-                                      "never null (the first-loaded copy wins); one result per load hour. "
-                                      "Blocking: a failure fails the run.")
-           for table in (BASE_EVENTS, FILTERED_EVENTS)],
-    can_subset=True,
-)
-def event_id_unique(context: AssetCheckExecutionContext, warehouse: WarehouseResource):
-    """Both tables in one step and one Spark query. In a partitioned run, one result per load
-    hour of the run (each hour's own rows against the look-back); launched outside one, one
-    result for the whole table."""
-    op_context = context.op_execution_context
-    keys = {key.asset_key.path[-1]: key for key in context.selected_asset_check_keys}
-    if not (op_context.has_partition_key or op_context.has_partition_key_range):
-        counts = event_id_duplicates(warehouse, sorted(keys), None)
-        yield from evaluation_events(context, {key: [_unique_outcome(counts[table], "whole table")]
-                                               for table, key in keys.items()})
-        return
-    partitions = op_context.partition_keys
-    window = (parse_hour_key(partitions[0]), parse_hour_key(partitions[-1]) + HOUR)
-    by_hour = event_id_duplicates_by_hour(warehouse, sorted(keys), window)
-    yield from evaluation_events(context, {key: [
-        {**_unique_outcome(by_hour[table].get(parse_hour_key(partition), dict.fromkeys(COUNT_NAMES, 0)),
-                           f"loads of {partition}"), "partition": partition}
-        for partition in partitions] for table, key in keys.items()})
 
 
 # -- sessions: end after start -----------------------------------------------------------
@@ -400,5 +269,5 @@ def source_columns_unchanged(context: AssetCheckExecutionContext, warehouse: War
 
 DAILY_INVARIANT = daily_rows_accounted_for
 SOURCE_CHECK = source_columns_unchanged
-CHECKS = [source_columns_unchanged, event_id_unique, sessions_end_after_start, daily_rows_accounted_for,
+CHECKS = [source_columns_unchanged, sessions_end_after_start, daily_rows_accounted_for,
           no_stale_locks]

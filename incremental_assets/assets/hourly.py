@@ -23,6 +23,15 @@ from incremental_assets.assets.common import (
     settings_metadata,
     table_metadata,
 )
+from incremental_assets.checks import evaluation_events
+from incremental_assets.event_id_check import (
+    EVENT_ID_CHECK_SPECS,
+    DuplicateEventIdsError,
+    PendingWrite,
+    copies_once_written,
+    failures,
+    outcomes_by_check,
+)
 from incremental_assets.hourly_step import (
     HourFigures,
     compute,
@@ -48,7 +57,7 @@ from incremental_assets.names import (
     SOURCE_EVENTS,
 )
 from incremental_assets.partitions import hourly_partitions, hours_per_run
-from incremental_assets.planning.hours import hour_key
+from incremental_assets.planning.hours import hour_key, hours_between
 from incremental_assets.sources.reader import require_source
 from incremental_assets.start_moved import remove_rows_before_start
 from resources.manifest_io_manager import TableOutput, TableWrite, claimed
@@ -91,6 +100,7 @@ def _out(description: str, **metadata) -> AssetOut:
     backfill_policy=hours_per_run,
     can_subset=False,
     pool=HOURLY_POOL,
+    check_specs=EVENT_ID_CHECK_SPECS,
 )
 def hourly_assets(context: AssetExecutionContext, warehouse: WarehouseResource):
     window = context.partition_time_window
@@ -104,6 +114,17 @@ def hourly_assets(context: AssetExecutionContext, warehouse: WarehouseResource):
             context.log.info(f"start_date moved later: removed what {moved.hours} load hour(s) and {moved.days} "
                              f"event day(s) before {moved.first_hour:%Y-%m-%d %H:%M} left in the tables")
         results = compute(warehouse, window.start, window.end)
+        # What each write replaces besides the window: the check and the outputs say it once.
+        base_replaced, filtered_replaced = [results.dominated], [results.dominated, results.changed]
+        # The blocking check, on the rows about to be written: a failure leaves the tables as they were.
+        copies = copies_once_written(warehouse, (window.start, window.end), [
+            PendingWrite(BASE_EVENTS, results.kept, base_replaced),
+            PendingWrite(FILTERED_EVENTS, results.filtered, filtered_replaced)])
+        yield from evaluation_events(context, outcomes_by_check(copies, hours_between(window.start, window.end)))
+        if failed := failures(copies):
+            raise DuplicateEventIdsError(
+                f"{len(failed)} load hour(s) would hold an event_id twice within dedupe_lookback_days or a null "
+                f"one, so nothing was written: {'; '.join(failed[:5])}")
         _add_hour_metadata(context, figures_by_hour(window.start, window.end, kept=results.kept,
                                                      rejected=results.rejected, filtered=results.filtered))
         state = run_state_metadata(context, warehouse.settings)
@@ -117,7 +138,7 @@ def hourly_assets(context: AssetExecutionContext, warehouse: WarehouseResource):
         # The record of the hours (the IO manager adds the window: what was processed, between which
         # limits) says why the run processed them.
         payload = {"limits": context.run.tags.get(RUN_LIMITS_TAG, "manual run")}
-        yield Output(TableOutput(results.kept, claim, completes=False, rows=[results.dominated], before=[
+        yield Output(TableOutput(results.kept, claim, completes=False, rows=base_replaced, before=[
             TableWrite(EVENT_COPIES, results.copies, "replace_range", range_column="load_tstamp",
                        partition_by=["load_date"]),
             TableWrite(REJECTED_EVENTS, results.rejected, "replace_range", range_column="load_hour_tstamp"),
@@ -133,7 +154,7 @@ def hourly_assets(context: AssetExecutionContext, warehouse: WarehouseResource):
         rerun = [TableWrite(HOUR_LEDGER, lambda: hours_to_run_again(warehouse, results, context.run_id),
                             "merge", merge_keys=("load_hour_tstamp",))] if results.revived else []
         yield Output(TableOutput(
-            results.filtered, claim, rows=[results.dominated, results.changed], payload=payload,
+            results.filtered, claim, rows=filtered_replaced, payload=payload,
             materialized=results.materialized, metadata=state,
             after=[TableWrite(FILTERED_COUNTS, lambda: filtered_counts(warehouse, results), "replace_range",
                               range_column="load_hour_tstamp", range=results.counts_range),

@@ -1,8 +1,9 @@
 """The asset checks find what they promise to find, with numeric metadata under stable keys.
 
 The daily invariant and stale-lock checks read small Delta tables with delta-rs (no Spark);
-the event_id and session checks run Spark on a few rows. Checks inside real runs are
-exercised by test_sensors.py (every run there must pass all of its checks).
+the event_id check (computed in the hourly step, before it writes) and the session check run
+Spark on a few rows. Checks inside real runs are exercised by test_sensors.py (every run there
+must pass all of its checks).
 """
 
 import random
@@ -13,10 +14,11 @@ import pytest
 from dagster import AssetCheckSeverity, AssetSelection, AssetSpec, materialize
 from deltalake import DeltaTable, write_deltalake
 
-from incremental_assets import checks
+from incremental_assets import checks, event_id_check
 from incremental_assets.planning.processing_manifest import State
 from resources.manifest import ManifestStore, item_id
 from resources.spark import SparkResource
+from resources.tables import RowRange
 from resources.warehouse import WarehouseResource
 
 D1, D2 = date(2026, 1, 5), date(2026, 1, 6)
@@ -111,87 +113,118 @@ def test_a_lock_older_than_max_lock_age_hours_is_a_warning(warehouse, monkeypatc
     assert lock_results(warehouse)["base_events"].passed
 
 
+def ts(day: int, hour: int, minute: int = 30) -> datetime:
+    return datetime(2026, 1, day, hour, minute, tzinfo=timezone.utc)
+
+
+def copies_after(warehouse, window, writes) -> dict:
+    return event_id_check.copies_once_written(warehouse, window, writes)
+
+
 @pytest.mark.spark
-def test_duplicate_event_ids_are_found_in_the_window_and_its_look_back(spark, warehouse):
-    def ts(day, hour):
-        return datetime(2026, 1, day, hour, 30)
+def test_duplicate_event_ids_are_counted_on_the_rows_once_written(spark, warehouse):
+    """Before anything is written: the window's new rows against the rows each table keeps
+    within the look-back, with every row the write replaces left out."""
+    window = (ts(6, 3, 0), ts(6, 5, 0))
+    base = "event_id string, load_tstamp timestamp"
+    warehouse.tables.overwrite("base_events", spark.createDataFrame([
+        ("a", ts(5, 1)),  # an earlier copy of a new row: a duplicate
+        ("w", ts(6, 3, 10)),  # in the window: replaced by the window's rows
+        ("d", ts(6, 5)),  # a later copy the window's copy dominates: removed by the write
+        ("f", datetime(2025, 12, 5, 2, tzinfo=timezone.utc)),  # more than 30 days before: another event
+    ], base))
+    new_base = spark.createDataFrame([("a", ts(6, 3)), ("w", ts(6, 3, 20)), ("f", ts(6, 3, 40)),
+                                      ("d", ts(6, 4, 10)), ("n", ts(6, 4, 20)), (None, ts(6, 4, 30))], base)
+    dominated = RowRange("load_tstamp", window[1], window[1] + timedelta(days=30), key="event_id", values=("d",))
+    filtered = "event_id string, load_tstamp timestamp, domain_sessionid string"
+    warehouse.tables.overwrite("filtered_events", spark.createDataFrame([
+        ("x", ts(6, 1), "s1"),  # of a changed session: replaced by its rows derived again
+        ("y", ts(6, 1), "s2"),  # of an unchanged session: kept, a copy of the window's "y"
+        ("z", ts(6, 3, 15), "s3")], filtered))
+    new_filtered = spark.createDataFrame([("x", ts(6, 1, 5), "s1"),  # s1's earlier row derived again
+                                          ("x", ts(6, 3), "s1"), ("y", ts(6, 3, 40), "s2"),
+                                          ("z", ts(6, 3, 50), "s3")], filtered)
+    changed = RowRange("load_tstamp", ts(6, 0, 0), None, key="domain_sessionid", values=("s1",))
+    counts = copies_after(warehouse, window, [
+        event_id_check.PendingWrite("base_events", new_base, [dominated]),
+        event_id_check.PendingWrite("filtered_events", new_filtered, [dominated, changed])])
+    assert counts == {
+        "base_events": {ts(6, 3, 0): {"rows_checked": 3, "duplicate_event_ids": 1, "null_event_ids": 0},
+                        ts(6, 4, 0): {"rows_checked": 3, "duplicate_event_ids": 0, "null_event_ids": 1}},
+        "filtered_events": {ts(6, 3, 0): {"rows_checked": 3, "duplicate_event_ids": 2, "null_event_ids": 0}}}
+    assert event_id_check.failures(counts) == [
+        "base_events 2026-01-06-03:00: 1 duplicate and 0 null event_id(s)",
+        "base_events 2026-01-06-04:00: 0 duplicate and 1 null event_id(s)",
+        "filtered_events 2026-01-06-03:00: 2 duplicate and 0 null event_id(s)"]
+    # Without the dominated copy's removal, "d" would be held twice.
+    kept_later = copies_after(warehouse, window, [event_id_check.PendingWrite("base_events", new_base)])
+    assert kept_later["base_events"][ts(6, 4, 0)]["duplicate_event_ids"] == 1
 
-    rows = [("a", ts(5, 1)), ("b", ts(5, 2)), ("a", ts(6, 3)),  # "a" loaded twice, a day apart
-            ("c", ts(6, 3)), (None, ts(6, 3)), ("d", ts(10, 3)), ("d", ts(10, 4)),
-            # more than dedupe_lookback_days (30) apart: two events of their own, not a duplicate
-            ("e", ts(5, 1)), ("e", ts(5, 1) + timedelta(days=31))]
-    df = spark.createDataFrame(rows, "event_id string, load_tstamp timestamp")
-    warehouse.tables.overwrite("base_events", df)
-    utc = timezone.utc
-    window = (datetime(2026, 1, 6, 3, tzinfo=utc), datetime(2026, 1, 6, 4, tzinfo=utc))
-    assert checks.event_id_duplicates(warehouse, ["base_events"], window) == {"base_events": {
-        "rows_checked": 3, "duplicate_event_ids": 1, "null_event_ids": 1}}
-    assert checks.event_id_duplicates(warehouse, ["base_events"], None) == {"base_events": {
-        "rows_checked": 9, "duplicate_event_ids": 2, "null_event_ids": 1}}
-    # Per load hour of a window (the partitioned check's results): each hour's own rows.
-    day10 = (datetime(2026, 1, 10, 3, tzinfo=utc), datetime(2026, 1, 10, 6, tzinfo=utc))
-    assert checks.event_id_duplicates_by_hour(warehouse, ["base_events"], day10) == {"base_events": {
-        datetime(2026, 1, 10, 3, tzinfo=utc): {"rows_checked": 1, "duplicate_event_ids": 1, "null_event_ids": 0},
-        datetime(2026, 1, 10, 4, tzinfo=utc): {"rows_checked": 1, "duplicate_event_ids": 1, "null_event_ids": 0}}}
-    results = {e.asset_key.path[-1]: e for e in run_check(checks.event_id_unique, warehouse)}
-    assert not results["base_events"].passed and values(results["base_events"])["duplicate_event_ids"] == 2
-    assert values(results["base_events"])["scope"] == "whole table"
-    assert results["filtered_events"].passed  # no table yet: nothing to check
 
-    # Both tables in one query, each compared with itself only: filtered_events' "a" (loaded on
-    # the 5th) is not a copy of base_events' "a" of the 6th.
-    filtered = [("a", ts(5, 1)), ("d", ts(10, 3)), ("d", ts(10, 4))]
-    warehouse.tables.overwrite("filtered_events", spark.createDataFrame(filtered, "event_id string, load_tstamp timestamp"))
-    assert checks.event_id_duplicates(warehouse, ["base_events", "filtered_events"], None) == {
-        "base_events": {"rows_checked": 9, "duplicate_event_ids": 2, "null_event_ids": 1},
-        "filtered_events": {"rows_checked": 3, "duplicate_event_ids": 1, "null_event_ids": 0}}
-    assert checks.event_id_duplicates_by_hour(warehouse, ["base_events", "filtered_events"], window) == {
-        "base_events": {window[0]: {"rows_checked": 3, "duplicate_event_ids": 1, "null_event_ids": 1}},
-        "filtered_events": {}}
-    results = {e.asset_key.path[-1]: e for e in run_check(checks.event_id_unique, warehouse)}
-    assert not results["filtered_events"].passed and values(results["filtered_events"])["duplicate_event_ids"] == 1
+@pytest.mark.spark
+def test_a_table_not_written_yet_holds_only_the_new_rows(spark, warehouse):
+    window = (ts(6, 3, 0), ts(6, 4, 0))
+    new = spark.createDataFrame([("a", ts(6, 3), "s1"), ("a", ts(6, 3, 45), "s1"), ("b", ts(6, 3), "s2")],
+                                "event_id string, load_tstamp timestamp, domain_sessionid string")
+    changed = RowRange("load_tstamp", ts(6, 0, 0), None, key="domain_sessionid", values=("s1",))
+    assert copies_after(warehouse, window, [event_id_check.PendingWrite("filtered_events", new, [changed])]) == {
+        "filtered_events": {ts(6, 3, 0): {"rows_checked": 3, "duplicate_event_ids": 1, "null_event_ids": 0}}}
 
 
 @pytest.mark.spark
 def test_duplicates_per_hour_equal_a_count_made_in_python(spark, warehouse, monkeypatch):
-    """Random copies (several in one hour, ties, copies just inside and just outside the look-back,
-    null ids): each hour's counts equal those counted here row against row."""
+    """Random stored copies, random new rows (in the window and, as a changed session's rows
+    derived again, before it), a random set of sessions replaced from a random time: each
+    hour's counts equal those counted here, row against row, on the table as the write leaves it."""
     monkeypatch.setenv("INCREMENTAL_DEDUPE_LOOKBACK_DAYS", "1")
-    utc, lookback = timezone.utc, timedelta(days=1)
-    window = (datetime(2026, 1, 7, tzinfo=utc), datetime(2026, 1, 9, tzinfo=utc))
-    expected = {}
+    lookback = timedelta(days=1)
+    window = (datetime(2026, 1, 7, tzinfo=timezone.utc), datetime(2026, 1, 9, tzinfo=timezone.utc))
+    schema = "event_id string, load_tstamp timestamp, domain_sessionid string"
+    writes, expected = [], {}
     for table, seed in (("base_events", 7), ("filtered_events", 8)):  # the same ids in both tables
-        rows = random_copies(random.Random(seed), datetime(2026, 1, 6))
-        warehouse.tables.overwrite(table, spark.createDataFrame(rows, "event_id string, load_tstamp timestamp"))
-        expected[table] = duplicates_by_hour(rows, window, lookback)
+        rng = random.Random(seed)
+        stored = random_copies(rng, datetime(2026, 1, 6, tzinfo=timezone.utc))
+        new = [row for row in random_copies(rng, datetime(2026, 1, 6, tzinfo=timezone.utc))
+               if row[1] >= window[0] - timedelta(hours=12) and row[1] < window[1]]
+        replaced = RowRange("load_tstamp", window[0] - timedelta(hours=rng.randrange(12)), None,
+                            key="domain_sessionid", values=tuple(f"s{n}" for n in rng.sample(range(30), 10)))
+        new = [row for row in new if window[0] <= row[1] or row[2] in replaced.values]  # earlier: derived again
+        warehouse.tables.overwrite(table, spark.createDataFrame(stored, schema))
+        writes.append(event_id_check.PendingWrite(table, spark.createDataFrame(new, schema), [replaced]))
+        left = [row for row in stored if not window[0] <= row[1] < window[1]
+                and not (row[2] in replaced.values and row[1] >= replaced.start)]
+        expected[table] = duplicates_by_hour(left + new, window, lookback, counted=new)
         assert any(c["duplicate_event_ids"] for c in expected[table].values())
-    assert checks.event_id_duplicates_by_hour(warehouse, ["base_events", "filtered_events"], window) == expected
+    assert copies_after(warehouse, window, writes) == expected
 
 
 def random_copies(rng, start: datetime) -> list:
+    """(event_id, load_tstamp, domain_sessionid) rows over 4 days: ids copied, null ids."""
     rows = []
     for _ in range(300):
         event_id = None if rng.random() < 0.03 else f"e{rng.randrange(120)}"
         at = start + timedelta(minutes=rng.randrange(4 * 24 * 60))
-        rows.append((event_id, at))
+        rows.append((event_id, at, f"s{rng.randrange(30)}"))
         if rng.random() < 0.1:  # a copy at the same instant
-            rows.append((event_id, at))
+            rows.append((event_id, at, rows[-1][2]))
     return rows
 
 
-def duplicates_by_hour(rows: list, window: tuple[datetime, datetime], lookback: timedelta) -> dict:
-    """The documented counts per load hour of the window, row against row."""
+def duplicates_by_hour(rows: list, window: tuple[datetime, datetime], lookback: timedelta, counted: list) -> dict:
+    """The documented counts per load hour of the window, row against row: for each row of
+    `counted` (those `rows` hold) in the window."""
+    counted_at = {id(row) for row in counted}
     counts_by_hour = {}
-    for i, (event_id, at) in enumerate(rows):
-        hour = at.replace(minute=0, tzinfo=timezone.utc)
-        if not window[0] <= hour < window[1]:
+    for i, (event_id, at, _) in enumerate(rows):
+        hour = at.replace(minute=0, second=0, microsecond=0)
+        if id(rows[i]) not in counted_at or not window[0] <= hour < window[1]:
             continue
         counts = counts_by_hour.setdefault(hour, {"rows_checked": 0, "duplicate_ids": set(), "null_event_ids": 0})
         counts["rows_checked"] += 1
         if event_id is None:
             counts["null_event_ids"] += 1
         elif any(j != i and other == event_id and abs(other_at - at) < lookback
-                 for j, (other, other_at) in enumerate(rows)):
+                 for j, (other, other_at, _) in enumerate(rows)):
             counts["duplicate_ids"].add(event_id)
     return {hour: {"rows_checked": c["rows_checked"], "duplicate_event_ids": len(c["duplicate_ids"]),
                    "null_event_ids": c["null_event_ids"]} for hour, c in counts_by_hour.items()}
