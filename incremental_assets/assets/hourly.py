@@ -124,7 +124,8 @@ def hourly_assets(context: AssetExecutionContext, warehouse: WarehouseResource):
         if failed := failures(copies):
             raise DuplicateEventIdsError(
                 f"{len(failed)} load hour(s) would hold an event_id twice within dedupe_lookback_days or a null "
-                f"one, so nothing was written: {'; '.join(failed[:5])}")
+                f"one, so nothing was written: {'; '.join(failed[:5])}. The hours stay FAILED until resolved "
+                "(`incremental-assets manifest resolve`) once the cause is found (docs/operations.md, Checks)")
         _add_hour_metadata(context, figures_by_hour(window.start, window.end, kept=results.kept,
                                                      rejected=results.rejected, filtered=results.filtered))
         state = run_state_metadata(context, warehouse.settings)
