@@ -52,10 +52,11 @@ class PendingWrite:
 
 
 def copies_once_written(warehouse: WarehouseResource, window: tuple[datetime, datetime],
-                        writes: Sequence[PendingWrite]) -> dict[str, dict[datetime, dict[str, int]]]:
+                        writes: Sequence[PendingWrite], *, few_rows: bool = True) -> dict[str, dict[datetime, dict[str, int]]]:
     """Per table and load hour of the window: the counts the tables will show once the writes
     are done (rows checked, duplicate event_ids, null event_ids), computed before them, in one
-    query. Hours without rows have none."""
+    query. Hours without rows have none. `few_rows`: the window's rows are few enough to
+    broadcast their ids (an hour's are; a week's backfill at 10M events is not)."""
     start, end = window
     lookback, tables = warehouse.settings.dedupe_lookback, warehouse.tables
     near = RowRange("load_tstamp", start - lookback, end + lookback)
@@ -70,7 +71,7 @@ def copies_once_written(warehouse: WarehouseResource, window: tuple[datetime, da
         new = write.rows.select(*columns)
         in_window = RowRange("load_tstamp", start, end)
         after = rows_once_written(stored, new.where(in_range(near)), [in_window, *write.replaced])
-        rows = compared_rows(write.table, new.where(in_range(in_window)), after)
+        rows = compared_rows(write.table, new.where(in_range(in_window)), after, broadcast_ids=few_rows)
         compared = rows if compared is None else compared.unionByName(rows)
     counts = {write.table: {} for write in writes}
     for row in counts_by_hour(compared, lookback, window).collect():

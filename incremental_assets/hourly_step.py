@@ -92,6 +92,7 @@ class HourlyResults:
     to_refilter: DataFrame  # the changed sessions, queued until their filtered rows are written
     refiltered: tuple[str, ...]  # append ids of the queue rows the filtered write takes off
     counts_range: tuple[datetime, datetime | None]  # load hours whose filtered counts are recomputed (None: on)
+    few_rows: bool  # the window's valid copies are few enough to broadcast (their keys, their ids)
     revived: tuple[datetime, ...] = ()  # later load hours whose copies are decided again: run again
     materialized: list[DataFrame] = field(default_factory=list)  # released once written
     facts: dict = field(default_factory=dict)  # for metadata: scan_from, counts of changes
@@ -219,7 +220,7 @@ def compute(warehouse: WarehouseResource, start: datetime, end: datetime) -> Hou
         to_refilter=to_refilter,
         refiltered=tuple(sorted({r.append_id for r in queued.select("append_id").distinct().collect()}
                                 | ({append_id} if changed else set()))),
-        counts_range=counts_range, revived=revived,
+        counts_range=counts_range, few_rows=few, revived=revived,
         materialized=[validated.checked, verdicts, kept, dominated, queued, stored, touched_from, session_events,
                       lifecycle, filtered],
         facts={"scan_from": scan_from.isoformat(), "copies_dominated": len(dominated_ids),

@@ -119,7 +119,7 @@ def hourly_assets(context: AssetExecutionContext, warehouse: WarehouseResource):
         # The blocking check, on the rows about to be written: a failure leaves the tables as they were.
         copies = copies_once_written(warehouse, (window.start, window.end), [
             PendingWrite(BASE_EVENTS, results.kept, base_replaced),
-            PendingWrite(FILTERED_EVENTS, results.filtered, filtered_replaced)])
+            PendingWrite(FILTERED_EVENTS, results.filtered, filtered_replaced)], few_rows=results.few_rows)
         yield from evaluation_events(context, outcomes_by_check(copies, hours_between(window.start, window.end)))
         if failed := failures(copies):
             raise DuplicateEventIdsError(

@@ -53,12 +53,15 @@ def rows_once_written(stored: DataFrame, new: DataFrame, replaced: Sequence[RowR
     return remaining.select(*new.columns).unionByName(new)
 
 
-def compared_rows(table: str, in_window: DataFrame, around: DataFrame) -> DataFrame:
+def compared_rows(table: str, in_window: DataFrame, around: DataFrame, *, broadcast_ids: bool) -> DataFrame:
     """The rows a check compares for one table: the window's rows, and the rows of the look-back
     on either side (`around`, the window's included) that share an event_id with them. Only those
     can be a window row's other copy: the semi-join keeps the window function from sorting every
-    row of the look-back."""
-    rows = (around.select("event_id", "load_tstamp").join(in_window.select("event_id"), "event_id", "left_semi")
+    row of the look-back. With `broadcast_ids` the window's ids are broadcast to it (Spark cannot
+    tell that materialized rows are few, and would shuffle the whole look-back to join them)."""
+    ids = in_window.select("event_id")
+    rows = (around.select("event_id", "load_tstamp").join(F.broadcast(ids) if broadcast_ids else ids, "event_id",
+                                                          "left_semi")
             .unionByName(in_window.where(F.col("event_id").isNull()).select("event_id", "load_tstamp")))
     return rows.withColumn("table", F.lit(table))
 
