@@ -59,7 +59,7 @@ def copies_once_written(warehouse: WarehouseResource, window: tuple[datetime, da
     broadcast their ids (an hour's are; a week's backfill at 10M events is not)."""
     start, end = window
     lookback, tables = warehouse.settings.dedupe_lookback, warehouse.tables
-    near = RowRange("load_tstamp", start - lookback, end + lookback)
+    near, in_window = RowRange("load_tstamp", start - lookback, end + lookback), RowRange("load_tstamp", start, end)
     compared = None
     for write in writes:
         keys = sorted({r.key for r in write.replaced if r.key} - {"event_id"})
@@ -69,7 +69,6 @@ def copies_once_written(warehouse: WarehouseResource, window: tuple[datetime, da
                   warehouse.spark.createDataFrame([], ", ".join(
                       ["event_id string", "load_tstamp timestamp", *(f"{key} string" for key in keys)])))
         new = write.rows.select(*columns)
-        in_window = RowRange("load_tstamp", start, end)
         after = rows_once_written(stored, new.where(in_range(near)), [in_window, *write.replaced])
         rows = compared_rows(write.table, new.where(in_range(in_window)), after, broadcast_ids=few_rows)
         compared = rows if compared is None else compared.unionByName(rows)
