@@ -244,14 +244,14 @@ def test_hour_by_hour_with_operations_equals_a_rebuild_and_the_documented_rules(
                        reference.expected_tables(processed, reference_settings(NARROWED), AS_OF, DECLARED),
                        "after narrowing event_names vs the documented rules")
 
-    # One full rebuild of everything with the final settings, cut into runs of 100 load hours
-    # (max_hours_per_run; a backfill is always cut, 168 hours a run by default): sessions, copies
-    # and late rows that straddle a cut come out the same.
+    # One full rebuild of everything with the final settings, cut into runs of 168 load hours
+    # (max_hours_per_run's default: a backfill is always cut): sessions, copies and late rows
+    # that straddle a cut come out the same.
     rebuilt = tmp_path / "rebuilt"
-    use(monkeypatch, source.path, rebuilt, **narrowed, **WITH_DECLARED, INCREMENTAL_MAX_HOURS_PER_RUN="100")
+    use(monkeypatch, source.path, rebuilt, **narrowed, **WITH_DECLARED)
     report = runner.backfill(START_DATE.date(), at(41).date(), instance=instance, echo=quiet, now=at(41, 1))
     first_hour, end_hour = report.hours
-    runs = -(-(end_hour - first_hour) // dt.timedelta(hours=100))
+    runs = -(-(end_hour - first_hour) // dt.timedelta(hours=168))
     assert runs > 5 and report.success and sum(run.job == "hourly_job" for run in report.runs) == runs, report.runs
     expected_all = reference.expected_tables(source.rows, reference_settings(NARROWED), AS_OF, DECLARED)
     assert_same_tables(pipeline_tables(rebuilt), expected_all, "one full rebuild (runs of 100 hours) vs the documented rules")
