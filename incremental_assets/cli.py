@@ -110,6 +110,28 @@ def cmd_limits(args) -> int:
     return 0
 
 
+def cmd_plan(args) -> int:
+    from incremental_assets import plans
+    from incremental_assets.settings import Settings
+
+    settings = Settings.load()
+    now = args.until or datetime.now(timezone.utc)
+    plan = plans.make_plan(settings, now, restate=tuple(args.restate) if args.restate else None)
+    plans.record_plan(settings, plan, datetime.now(timezone.utc))
+    print(plans.describe(plan, full=args.full))
+    return 0
+
+
+def cmd_apply(args) -> int:
+    from incremental_assets import plans
+    from incremental_assets.settings import Settings
+
+    settings = Settings.load()
+    report = plans.apply_plan(settings, args.plan_id, instance=_instance(args.ephemeral_instance))
+    print(report.summary())
+    return 0 if report.success else 1
+
+
 def cmd_manifest(args) -> int:
     from incremental_assets import operations
     from incremental_assets.settings import Settings
@@ -229,6 +251,19 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("limits", parents=[after], help="the current state and the limits the next run would use")
     p.add_argument("--now", type=_parse_ts, default=None, help="evaluate at this time instead of now")
     p.set_defaults(func=cmd_limits)
+
+    p = sub.add_parser("plan", parents=[after],
+                       help="what the next runs (or a restatement) will recompute, with rows, days and cost, under an id")
+    p.add_argument("--until", type=_parse_ts, default=None, help="plan what is due at this time (default: now)")
+    p.add_argument("--restate", nargs=2, type=_parse_date, metavar=("FIRST", "LAST"), default=None,
+                   help="plan a rebuild of the load days FIRST..LAST instead of what is due")
+    p.add_argument("--full", action="store_true", help="list every load hour and event day, not only counts")
+    p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("apply", parents=[after, instance],
+                       help="run a plan made by `plan`, refused if the source, the settings or the work moved since")
+    p.add_argument("plan_id")
+    p.set_defaults(func=cmd_apply)
 
     p = sub.add_parser("maintain", parents=[after], help="compact recent partitions and vacuum every table")
     p.add_argument("--now", type=_parse_ts, default=None, help="what 'recent' is counted from (default: now)")

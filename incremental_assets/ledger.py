@@ -15,7 +15,7 @@ Invariant once a plan is carried out: for every pair, aggregated + pending = fil
 from __future__ import annotations
 
 import functools
-from datetime import date
+from datetime import date, datetime
 
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
@@ -172,12 +172,18 @@ def declared_attributes_changed(settings: Settings) -> bool:
     return recorded is not None and recorded != {d.key for d in settings.declared_attributes()}
 
 
+def days_loaded_by_hour(settings: Settings) -> dict[datetime, set[date]]:
+    """Per load hour, the event days its filtered rows landed on when it last ran."""
+    counts = read_delta_arrow(settings.table_path(FILTERED_COUNTS), ["event_date", "load_hour_tstamp"])
+    days: dict[datetime, set[date]] = {}
+    for row in [] if counts is None else counts.to_pylist():
+        days.setdefault(row["load_hour_tstamp"], set()).add(row["event_date"])
+    return days
+
+
 def days_loaded_between(settings: Settings, start, end) -> set[date]:
     """The event days of the filtered rows loaded in [start, end)."""
-    counts = read_delta_arrow(settings.table_path(FILTERED_COUNTS), ["event_date", "load_hour_tstamp"])
-    if counts is None:
-        return set()
-    return {row["event_date"] for row in counts.to_pylist() if start <= row["load_hour_tstamp"] < end}
+    return {day for hour, days in days_loaded_by_hour(settings).items() if start <= hour < end for day in days}
 
 
 def rows_accounted_for(settings: Settings) -> dict:

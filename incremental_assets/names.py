@@ -31,6 +31,7 @@ ATTRIBUTE_STATES = "attribute_states"  # per (event day, user, declared attribut
 PROCESSING_MANIFEST = "processing_manifest"  # the append-only record of every claim and result
 ERASURE_REQUESTS = "erasure_requests"  # the ids `forget` erased (as digests), when, and when done
 SKIPPED_HOURS = "skipped_load_hours"  # load hours an operator skipped: read as empty from then on
+PLANS = "plans"  # every plan `incremental-assets plan` made, by id, for `apply` to check and run
 # The state tables shown in the catalog (external assets, observed when a step writes them).
 STATE_TABLES = (REJECTED_EVENTS, EVENT_COPIES, HOUR_LEDGER, FILTERED_COUNTS, SESSIONS_TO_REFILTER,
                 DAY_LEDGER, USERS_TO_REFRESH, ATTRIBUTE_STATES, PROCESSING_MANIFEST, ERASURE_REQUESTS, SKIPPED_HOURS)

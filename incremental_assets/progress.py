@@ -318,9 +318,13 @@ def _differs(hour: datetime, source: dict, processed: dict) -> bool:
     return done is None or done.fingerprint != source.get(hour, "")
 
 
+def current_snapshot(settings: Settings, now: datetime) -> SourceSnapshot | None:
+    """The source's load hours from the start to `now`, read from its log now."""
+    return source_snapshot(settings.source, first_load_hour(settings), now.astimezone(timezone.utc))
+
+
 def plan_next_run(settings: Settings, now: datetime, manifest: ManifestStore, instance=None) -> LoadHoursPlan:
     """`plan_load_hours` with the source read from its log now and locks judged against
     `instance` (None: by the claiming process and the lock's age only)."""
-    snapshot = source_snapshot(settings.source, first_load_hour(settings), now.astimezone(timezone.utc))
-    return plan_load_hours(settings, now=now, manifest=manifest, snapshot=snapshot,
+    return plan_load_hours(settings, now=now, manifest=manifest, snapshot=current_snapshot(settings, now),
                            lock_released=abandoned_lock_check(instance, settings.max_lock_age_hours))

@@ -90,6 +90,7 @@ class RunReport:
     limits: RunLimits | None = None
     hours: tuple[datetime, datetime] | None = None
     late_days: LateDaysPlan | None = None
+    rebuilt_days: list[date] = field(default_factory=list)  # the event days daily runs were launched for
     runs: list[JobRun] = field(default_factory=list)
     refused: str | None = None  # why nothing could run (a fail-locked or locked item)
 
@@ -199,6 +200,8 @@ def _record(report: RunReport, run: JobRun) -> bool:
 
 def run_days_and_attributes(days: Iterable[date], *, instance, report: RunReport, tags: dict[str, str],
                             echo: Echo) -> None:
+    days = sorted(days)
+    report.rebuilt_days += days
     ranges = contiguous_ranges(days)
     for number, (first, last) in enumerate(ranges, 1):
         echo(f"  daily_aggregates: {first} .. {last}")

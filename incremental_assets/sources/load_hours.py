@@ -18,6 +18,7 @@ import functools
 import hashlib
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from urllib.parse import unquote
@@ -57,6 +58,8 @@ class _File:
     last: datetime | None
     day: date | None = None  # its load_date partition, if any
     hours: frozenset[datetime] | None = None  # the hours it holds, read from it when its span is wide
+    rows: int | None = None  # rows it shows (its rows less those a deletion vector hides); None: unknown
+    uri: str | None = None  # where the data file is (Delta files only)
 
 
 def _columns(table: DeltaTable) -> dict[str, str]:
@@ -105,6 +108,61 @@ def _fingerprints(files: list[_File], since: datetime, until: datetime) -> dict[
             for hour, keys in keys_by_hour.items()}
 
 
+def rows_by_hour(path: str, version: int | None, hours: Iterable[datetime]) -> dict[datetime, int] | None:
+    """The source rows in each of `hours` at `version` of its Delta log (None: a Parquet source).
+    A file in one hour counts from its statistics; a file over several is read (its load-time
+    columns, once per process), less the rows its deletion vector hides."""
+    if version is None or not DeltaTable.is_deltatable(path):
+        return None
+    wanted = set(hours)
+    if not wanted:
+        return {}
+    table = DeltaTable(path, version=version)
+    since, until = min(wanted), max(wanted) + HOUR
+    counts = dict.fromkeys(wanted, 0)
+    kept_by_vector = _rows_kept_by_vectors(table)
+    for file in _delta_files(table):
+        held = [hour for hour in _hours_held(file, since, until) if hour in wanted]
+        if not held:
+            continue
+        if file.rows is None:
+            return None  # no statistics: the rows are not known without reading every file
+        if not file.rows:
+            continue
+        if file.first is not None and file.first == file.last:
+            by_hour = {held[0]: file.rows}
+        else:
+            kept = kept_by_vector.get(_file_name(file.uri or ""))
+            by_hour = rows_in_file(file.uri) if kept is None else _rows_in_file_kept(file.uri, kept)
+        if by_hour is None:
+            return None
+        for hour in held:
+            counts[hour] += by_hour.get(hour, 0)
+    return counts
+
+
+def _hour_counts(load_times: pa.ChunkedArray | pa.Array) -> dict[datetime, int]:
+    counts = pc.value_counts(pc.floor_temporal(load_times, unit="hour"))
+    return {floor_hour(item["values"].as_py()): item["counts"].as_py() for item in counts
+            if item["values"].as_py() is not None}
+
+
+@functools.lru_cache(maxsize=4096)
+def rows_in_file(uri: str) -> dict[datetime, int] | None:
+    """Rows per load hour of a data file (load_tstamp, else collector_tstamp); None when it
+    cannot be read."""
+    load_times = _load_times(uri)
+    return None if load_times is None else _hour_counts(load_times)
+
+
+def _rows_in_file_kept(uri: str, kept: np.ndarray) -> dict[datetime, int] | None:
+    """`rows_in_file` for the rows a deletion vector leaves (`kept`, one flag per row)."""
+    load_times = _load_times(uri)
+    if load_times is None or len(load_times) != len(kept):
+        return None
+    return _hour_counts(load_times.combine_chunks().filter(pa.array(kept)))
+
+
 def _partition_days(files: list[_File], since: datetime, until: datetime) -> tuple[date, date] | None:
     days = [file.day for file in files if file.day is not None and _hours_held(file, since, until)]
     return (min(days), max(days)) if days else None
@@ -129,7 +187,8 @@ def _delta_files(table: DeltaTable) -> list[_File]:
         # part of the file's identity, or the delete would never re-run its hours.
         hidden = deleted.get(_file_name(path))
         files.append(_File(f"{path}|{size}|{rows}" + (f"|-{hidden}" if hidden else ""), first, last,
-                           _as_date(day), _hours_if_wide(table.table_uri, path, first, last)))
+                           _as_date(day), _hours_if_wide(table.table_uri, path, first, last),
+                           None if rows is None else rows - (hidden or 0), _file_uri(table.table_uri, path)))
     return files
 
 
@@ -139,17 +198,30 @@ def _delta_files(table: DeltaTable) -> list[_File]:
 WIDE_FILE_SPAN = timedelta(hours=48)
 
 
+def _file_uri(table_uri: str, path: str) -> str:
+    return f"{table_uri.rstrip('/')}/{unquote(path)}" if "://" not in path else path
+
+
 def _hours_if_wide(table_uri: str, path: str, first: datetime | None, last: datetime | None
                    ) -> frozenset[datetime] | None:
     if first is None or last is None or last - first <= WIDE_FILE_SPAN:
         return None
-    return hours_in_file(f"{table_uri.rstrip('/')}/{unquote(path)}" if "://" not in path else path)
+    return hours_in_file(_file_uri(table_uri, path))
 
 
 @functools.lru_cache(maxsize=4096)
 def hours_in_file(uri: str) -> frozenset[datetime] | None:
     """The load hours of a data file's rows (load_tstamp, else collector_tstamp), read from the
     file (a Delta data file never changes under its name); None when it cannot be read."""
+    load_times = _load_times(uri)
+    if load_times is None:
+        return None
+    hours = pc.unique(pc.floor_temporal(load_times, unit="hour")).to_pylist()
+    return frozenset(floor_hour(hour) for hour in hours if hour is not None)
+
+
+def _load_times(uri: str) -> pa.ChunkedArray | None:
+    """A data file's load times: load_tstamp, else collector_tstamp, row by row."""
     try:
         store, inner = filesystem(uri)
         parquet = pq.ParquetFile(inner, filesystem=store)
@@ -162,8 +234,7 @@ def hours_in_file(uri: str) -> frozenset[datetime] | None:
     load_times = data.column(present[0])
     if len(present) == 2:
         load_times = pc.coalesce(load_times, data.column(present[1]).cast(load_times.type))
-    hours = pc.unique(pc.floor_temporal(load_times, unit="hour")).to_pylist()
-    return frozenset(floor_hour(hour) for hour in hours if hour is not None)
+    return load_times
 
 
 def _as_date(value) -> date | None:
@@ -186,6 +257,15 @@ def _rows_deleted_by_vectors(table: DeltaTable) -> dict[str, int]:
     hidden_rows = pc.list_parent_indices(selections).to_numpy()[~selections.flatten().to_numpy(zero_copy_only=False)]
     counts = np.bincount(hidden_rows, minlength=len(selections))
     return {_file_name(uri): int(count) for uri, count in zip(vectors["filepath"].to_pylist(), counts)}
+
+
+def _rows_kept_by_vectors(table: DeltaTable) -> dict[str, np.ndarray]:
+    """File name -> one flag per row, False where its deletion vector hides the row."""
+    if "deletionVectors" not in (table.protocol().reader_features or []):
+        return {}
+    vectors = pa.table(table.deletion_vectors().read_all())
+    return {_file_name(uri): np.asarray(kept, dtype=bool) for uri, kept in
+            zip(vectors["filepath"].to_pylist(), vectors["selection_vector"].to_pylist())}
 
 
 def hours_changed_by_commits(path: str, after_version: int, until_version: int

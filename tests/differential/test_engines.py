@@ -68,7 +68,8 @@ def test_a_spark_written_source_with_deletion_vectors_hides_the_deleted_rows(spa
     """Rows deleted by deletion vector before they are processed are never read; a user erased
     from the source by deletion vector after processing (issue 41, 3c: no file path, size or
     row count changes) re-runs the hours that held them and leaves no trace in any table."""
-    from incremental_assets import runner
+    from incremental_assets import plans, runner
+    from incremental_assets.settings import Settings
 
     rows = [row for build in hostile.BUILDERS for row in build()]
     deleted_ids = sorted({r["event_id"] for r in rows if r.get("event_id")})[::4]
@@ -80,6 +81,10 @@ def test_a_spark_written_source_with_deletion_vectors_hides_the_deleted_rows(spa
     _delete(spark, path, "event_id", deleted_ids)
 
     use(monkeypatch, path, tmp_path / "incremental")
+    # The plan counts the live rows: those a deletion vector hides are not in any hour's rows.
+    plan = plans.make_plan(Settings.load(), at(45))
+    live = [r for r in rows if r.get("event_id") not in set(deleted_ids) and reference.load_time(r) is not None]
+    assert plan.rows == len(live) < len([r for r in rows if reference.load_time(r) is not None])
     report = runner.run_until(at(45), instance=instance, echo=quiet)
     assert report.success, (report.refused, report.runs)
     kept = [r for r in rows if r.get("event_id") not in set(deleted_ids)]

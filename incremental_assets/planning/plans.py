@@ -1,0 +1,112 @@
+"""A plan: what one trigger will recompute, with its cost, under an id that `apply` checks.
+
+A trigger is what reconciliation finds due at a time, or a restatement of a range of load days.
+Its closure is the load hours the hourly runs will take, each with why, the source rows they
+hold, and the event days the daily runs will rebuild after them, each with why. The id is a
+digest of the source version, the settings and the closure: `apply` plans again and runs only
+while the id is the same, so what runs is what was shown. Pure: the callers read the source's
+log, the ledgers and the manifest (`incremental_assets.plans`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import date, datetime
+
+from incremental_assets.planning.hours import hour_key
+
+
+@dataclass(frozen=True)
+class PlannedHour:
+    hour: datetime
+    reason: str  # new, changed, data gone, look-back, rules changed, restated
+    rows: int | None  # source rows in the hour, from the Delta log's statistics (None: unknown)
+
+
+@dataclass(frozen=True)
+class PlannedDay:
+    day: date
+    reason: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    trigger: str  # "due" or "restate FIRST..LAST"
+    until: datetime  # the time the plan is made for (runs never take a load hour past it)
+    source_version: int | None  # None: a Parquet source (no log, no version)
+    settings_digest: str
+    hours: tuple[PlannedHour, ...]  # oldest first
+    days: tuple[PlannedDay, ...]  # oldest first
+    runs: int  # hourly runs the hours are cut into (max_hours_per_run, backfill_limit_days)
+    estimate_seconds: float | None  # None: no recorded step to estimate from
+
+    @property
+    def plan_id(self) -> str:
+        """A digest of what the plan depends on and does; the same inputs give the same id."""
+        content = {
+            "trigger": self.trigger,
+            "until": self.until.isoformat(),
+            "source_version": self.source_version,
+            "settings": self.settings_digest,
+            "hours": [[h.hour.isoformat(), h.reason] for h in self.hours],
+            "days": [[d.day.isoformat(), d.reason] for d in self.days],
+        }
+        return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:12]
+
+    @property
+    def rows(self) -> int | None:
+        counts = [h.rows for h in self.hours]
+        return None if any(n is None for n in counts) else sum(counts)
+
+
+def why_plan_moved(planned: Plan, current: Plan) -> str | None:
+    """Why `planned` can no longer be applied as shown (None: it can): the first of a source
+    commit, a settings change, or a closure that changed (a run in between, a grace period over)."""
+    if planned.source_version != current.source_version:
+        return (f"source at version {current.source_version}, planned at {planned.source_version}: "
+                "plan again")
+    if planned.settings_digest != current.settings_digest:
+        return "the settings changed since the plan was made: plan again"
+    then, now = {h.hour: h.reason for h in planned.hours}, {h.hour: h.reason for h in current.hours}
+    if then != now:
+        gone, added = sorted(set(then) - set(now)), sorted(set(now) - set(then))
+        changed = sorted(h for h in set(then) & set(now) if then[h] != now[h])
+        parts = [f"{len(hours)} load hour(s) {what}, first {hour_key(hours[0])}"
+                 for hours, what in ((gone, "planned and no longer due"), (added, "due and not planned"),
+                                     (changed, "due for another reason")) if hours]
+        return f"the closure changed since the plan ({'; '.join(parts)}): plan again"
+    if planned.days != current.days:
+        return "the event days to rebuild changed since the plan: plan again"
+    return None
+
+
+def hour_reasons(*, new, changed, removed, lookback, other_rules, restated=()) -> dict[datetime, str]:
+    """Each hour's reason, the first that applies: restated, rules changed, data gone, new,
+    changed, look-back."""
+    reasons: dict[datetime, str] = {}
+    for hours, reason in ((restated, "restated"), (other_rules, "rules changed"), (removed, "data gone"),
+                          (new, "new"), (changed, "changed"), (lookback, "look-back")):
+        for hour in hours:
+            reasons.setdefault(hour, reason)
+    return reasons
+
+
+def widened_days(hours: dict[datetime, str], days_loaded: dict[datetime, set[date]], due_days: set[date],
+                 requested: set[date] = frozenset()) -> tuple[PlannedDay, ...]:
+    """The event days the daily runs rebuild after `hours`, each with why: days asked for, days
+    already due (late rows waiting), the day of each load hour, and the days an hour's rows
+    landed on when it last ran (late rows and sessions that cross midnight widen a day to
+    those)."""
+    reasons: dict[date, str] = {}
+    for day in sorted(requested):
+        reasons[day] = "restated"
+    for day in sorted(due_days):
+        reasons.setdefault(day, "due now (late rows waiting or a day not yet rebuilt)")
+    for hour in sorted(hours):
+        reasons.setdefault(hour.date(), f"load hour {hour_key(hour)} ({hours[hour]})")
+        for day in sorted(days_loaded.get(hour, ())):
+            reasons.setdefault(day, f"widened from load day {hour.date()}: rows of load hour {hour_key(hour)} "
+                                    "landed on it when it last ran (late rows, sessions crossing midnight)")
+    return tuple(PlannedDay(day, reasons[day]) for day in sorted(reasons))

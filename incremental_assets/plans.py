@@ -1,0 +1,212 @@
+"""`incremental-assets plan` and `apply`: the work a trigger will do, shown before it runs, and
+run only as shown.
+
+A plan is made from the source's Delta log, the ledgers and the manifest (no Spark): the load
+hours due now (or restated), each with why and its rows, the event days rebuilt after them, each
+with why, and an estimate of the seconds from the hourly step's recorded cost. It is recorded
+under its id (`plans`, a small Delta table) so that `apply ID` can plan again, refuse when the
+source, the settings or the closure moved, and otherwise run it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+
+import pyarrow as pa
+from deltalake import write_deltalake
+
+from incremental_assets.ledger import days_loaded_by_hour, plan_late_days
+from incremental_assets.names import PLANS
+from incremental_assets.planning.estimates import describe_duration, estimated_seconds, fit_step_cost
+from incremental_assets.planning.hours import HOUR, floor_hour, hour_key, hours_between
+from incremental_assets.planning.plans import Plan, PlannedDay, PlannedHour, hour_reasons, why_plan_moved, widened_days
+from incremental_assets.progress import (
+    current_snapshot,
+    end_load_hour,
+    first_load_hour,
+    hourly_step_samples,
+    hours_under_other_rules,
+    plan_load_hours,
+)
+from incremental_assets.runner import RunReport, backfill, run_until
+from incremental_assets.settings import Settings
+from incremental_assets.sources.load_hours import rows_by_hour
+from resources.manifest import ManifestStore, abandoned_lock_check
+from resources.tables import read_delta_arrow
+
+DUE = "due"
+# Settings that change how runs are operated, not what they compute: a plan stays valid across them.
+OPERATIONAL_SETTINGS = frozenset({
+    "auto_resolve_failures", "automation_running", "asset_owners", "sensor_interval_seconds", "max_lock_age_hours",
+    "maintenance_recent_days", "vacuum_retention_hours", "vacuum_min_retention_hours"})
+
+PLANS_SCHEMA = pa.schema([
+    ("plan_id", pa.string()),
+    ("plan", pa.string()),  # the plan as JSON (`as_json`)
+    ("recorded_at", pa.timestamp("us", tz="UTC")),
+])
+
+
+class PlanRefused(RuntimeError):
+    """`apply` of a plan that no longer describes what would run."""
+
+
+def settings_digest(settings: Settings) -> str:
+    """A digest of every setting that shapes the tables, and of the declared attributes' file."""
+    values = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)
+              if f.name not in OPERATIONAL_SETTINGS}
+    if settings.attributes_file and Path(settings.attributes_file).is_file():
+        values["attributes_file_text"] = Path(settings.attributes_file).read_text()
+    return hashlib.sha256(json.dumps(values, default=str, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def restated_hours(settings: Settings, first: date, last: date, now: datetime) -> list[datetime]:
+    """The load hours a restatement of days [first, last] runs: every one, never before the
+    start, past now or past the partitions' end (as `runner.backfill`)."""
+    start = max(datetime.combine(first, datetime.min.time(), tzinfo=timezone.utc), first_load_hour(settings))
+    end = min(datetime.combine(last + timedelta(days=1), datetime.min.time(), tzinfo=timezone.utc),
+              floor_hour(now), end_load_hour(settings) or floor_hour(now))
+    return hours_between(start, end) if start < end else []
+
+
+def make_plan(settings: Settings, now: datetime, *, restate: tuple[date, date] | None = None,
+              instance=None) -> Plan:
+    """The plan of what reconciliation finds due at `now`, or of a restatement of load days
+    `restate` (first, last): the hours, their rows, the days after them, the cost."""
+    now = now.astimezone(timezone.utc)
+    manifest = ManifestStore.of(settings).snapshot()
+    snapshot = current_snapshot(settings, now)
+    if restate is None:
+        trigger = DUE
+        due = plan_load_hours(settings, now=now, manifest=manifest, snapshot=snapshot,
+                              lock_released=abandoned_lock_check(instance, settings.max_lock_age_hours)).hours
+        other_rules = set(due.due) & hours_under_other_rules(settings)
+        reasons = hour_reasons(new=due.new, changed=due.changed, removed=due.removed, lookback=due.lookback,
+                               other_rules=other_rules)
+        requested: set[date] = set()
+    else:
+        first, last = restate
+        if last < first:
+            raise ValueError(f"restate: the last day {last} is before the first {first}")
+        trigger = f"restate {first}..{last}"
+        reasons = hour_reasons(new=(), changed=(), removed=(), lookback=(), other_rules=(),
+                               restated=restated_hours(settings, first, last, now))
+        requested = {first + timedelta(days=i) for i in range((last - first).days + 1)
+                     if settings.start_date.date() <= first + timedelta(days=i) <= now.date()}
+    rows = None if snapshot is None else rows_by_hour(snapshot.path, snapshot.version, reasons)
+    hours = tuple(PlannedHour(hour, reasons[hour], None if rows is None else rows[hour])
+                  for hour in sorted(reasons))
+    days = widened_days(reasons, days_loaded_by_hour(settings), set(plan_late_days(settings).days), requested)
+    cost = fit_step_cost(hourly_step_samples(manifest.records()))
+    runs = _runs(sorted(reasons), settings.max_hours_per_run)
+    estimate = None if cost is None else estimated_seconds(cost, len(hours), settings.max_hours_per_run)
+    return Plan(trigger=trigger, until=now, source_version=None if snapshot is None else snapshot.version,
+                settings_digest=settings_digest(settings), hours=hours, days=days, runs=runs,
+                estimate_seconds=estimate)
+
+
+def _runs(hours: list[datetime], max_hours_per_run: int) -> int:
+    """Hourly runs for `hours`: one per contiguous stretch, cut at max_hours_per_run."""
+    runs, start, previous = 0, None, None
+    for hour in hours:
+        if previous is None or hour != previous + HOUR or hour - start >= max_hours_per_run * HOUR:
+            runs, start = runs + 1, hour
+        previous = hour
+    return runs
+
+
+# Days listed by `describe` before the rest are summed up (`full` lists them all).
+DAYS_SHOWN = 12
+
+
+def describe(plan: Plan, *, full: bool = False) -> str:
+    """The plan in words: its id, what it depends on, every hour and day with why, the cost."""
+    rows = "rows unknown (a Parquet source has no statistics)" if plan.rows is None else f"{plan.rows} source row(s)"
+    lines = [f"plan {plan.plan_id}: {plan.trigger} at {plan.until:%Y-%m-%d %H:%M} UTC; source version "
+             f"{plan.source_version}, settings {plan.settings_digest}"]
+    if not plan.hours:
+        lines.append("  nothing to run")
+        return "\n".join(lines)
+    cost = ("no hourly step recorded yet to estimate from" if plan.estimate_seconds is None
+            else describe_duration(plan.estimate_seconds) + " at the hourly step's recorded cost")
+    lines.append(f"  hourly assets: {len(plan.hours)} load hour(s), {hour_key(plan.hours[0].hour)} .. "
+                 f"{hour_key(plan.hours[-1].hour)}, {rows}, in {plan.runs} run(s); {cost}")
+    by_reason: dict[str, list[PlannedHour]] = {}
+    for hour in plan.hours:
+        by_reason.setdefault(hour.reason, []).append(hour)
+    for reason, hours in by_reason.items():
+        counted = "" if any(h.rows is None for h in hours) else f", {sum(h.rows for h in hours)} row(s)"
+        lines.append(f"    {reason}: {len(hours)} hour(s) from {hour_key(hours[0].hour)}{counted}")
+    if full:
+        lines += [f"      {hour_key(h.hour)}  {h.reason}" + ("" if h.rows is None else f"  {h.rows} row(s)")
+                  for h in plan.hours]
+    lines.append(f"  daily_aggregates: {len(plan.days)} event day(s), then attributes for their users")
+    shown = plan.days if full or len(plan.days) <= DAYS_SHOWN else plan.days[:DAYS_SHOWN // 2] + plan.days[-DAYS_SHOWN // 2:]
+    lines += [f"    {d.day}  {d.reason}" for d in shown[:DAYS_SHOWN // 2]]
+    if len(shown) < len(plan.days):
+        lines.append(f"    ... {len(plan.days) - len(shown)} more (--full lists every day and hour)")
+    lines += [f"    {d.day}  {d.reason}" for d in shown[DAYS_SHOWN // 2:]]
+    lines.append(f"  apply it: incremental-assets apply {plan.plan_id}")
+    return "\n".join(lines)
+
+
+def as_json(plan: Plan) -> str:
+    return json.dumps({
+        "trigger": plan.trigger, "until": plan.until.isoformat(), "source_version": plan.source_version,
+        "settings_digest": plan.settings_digest, "runs": plan.runs, "estimate_seconds": plan.estimate_seconds,
+        "hours": [[h.hour.isoformat(), h.reason, h.rows] for h in plan.hours],
+        "days": [[d.day.isoformat(), d.reason] for d in plan.days]}, sort_keys=True)
+
+
+def from_json(text: str) -> Plan:
+    data = json.loads(text)
+    return Plan(trigger=data["trigger"], until=datetime.fromisoformat(data["until"]),
+                source_version=data["source_version"], settings_digest=data["settings_digest"],
+                hours=tuple(PlannedHour(datetime.fromisoformat(h), reason, rows) for h, reason, rows in data["hours"]),
+                days=tuple(PlannedDay(date.fromisoformat(d), reason) for d, reason in data["days"]),
+                runs=data["runs"], estimate_seconds=data["estimate_seconds"])
+
+
+def record_plan(settings: Settings, plan: Plan, now: datetime) -> None:
+    row = {"plan_id": plan.plan_id, "plan": as_json(plan), "recorded_at": now}
+    write_deltalake(settings.table_path(PLANS), pa.Table.from_pylist([row], schema=PLANS_SCHEMA), mode="append")
+
+
+def recorded_plan(settings: Settings, plan_id: str) -> Plan:
+    table = read_delta_arrow(settings.table_path(PLANS))
+    for row in [] if table is None else table.to_pylist():
+        if row["plan_id"] == plan_id:
+            return from_json(row["plan"])
+    raise ValueError(f"no plan {plan_id!r} is recorded in {settings.table_path(PLANS)}: "
+                     "make one with `incremental-assets plan`")
+
+
+def plan_to_apply(settings: Settings, plan_id: str, *, instance=None) -> Plan:
+    """The recorded plan `plan_id`, planned again at its time: refused (PlanRefused, saying why)
+    when the source, the settings or the closure moved since."""
+    planned = recorded_plan(settings, plan_id)
+    restate = None
+    if planned.trigger != DUE:
+        first, last = planned.trigger.removeprefix("restate ").split("..")
+        restate = (date.fromisoformat(first), date.fromisoformat(last))
+    current = make_plan(settings, planned.until, restate=restate, instance=instance)
+    moved = why_plan_moved(planned, current)
+    if moved:
+        raise PlanRefused(f"plan {plan_id} not applied: {moved}")
+    return planned
+
+
+def apply_plan(settings: Settings, plan_id: str, *, instance, echo=print) -> RunReport:
+    """Run plan `plan_id` as it was shown: the hourly runs at its time, then the days and
+    attributes; refused (PlanRefused) when it no longer describes what would run."""
+    plan = plan_to_apply(settings, plan_id, instance=instance)
+    echo(f"applying plan {plan_id}: {len(plan.hours)} load hour(s), {len(plan.days)} event day(s)")
+    if plan.trigger == DUE:
+        return run_until(plan.until, instance=instance, echo=echo)
+    first, last = plan.trigger.removeprefix("restate ").split("..")
+    return backfill(date.fromisoformat(first), date.fromisoformat(last), instance=instance, echo=echo,
+                    now=plan.until)

@@ -1,0 +1,99 @@
+"""`incremental-assets plan` and `apply` on the hostile sources: a plan lists the load hours
+its apply processes, exactly, with the source rows each holds; a restatement lists the event
+days its apply rebuilds, exactly; apply refuses a plan the source or the settings moved under."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+
+import pytest
+from dagster import DagsterInstance
+
+from incremental_assets import cli, plans
+from incremental_assets.names import HOUR_LEDGER
+from incremental_assets.settings import Settings
+from tests.delta_reads import read_table
+from tests.differential import hostile, reference
+from tests.differential.hostile import at
+from tests.differential.test_differential import Source, quiet, use
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+@pytest.fixture
+def instance():
+    return DagsterInstance.ephemeral()
+
+
+def hours_written_by(settings: Settings, report) -> set[dt.datetime]:
+    """The load hours with data the report's hourly runs recorded in the hour ledger."""
+    run_ids = {run.run_id for run in report.runs if run.job == "hourly_job"}
+    ledger = read_table(settings.table_path(HOUR_LEDGER)).to_pylist()
+    return {row["load_hour_tstamp"].astimezone(dt.UTC) for row in ledger
+            if row["run_id"] in run_ids and row["source_fingerprint"]}
+
+
+def source_rows_by_hour(rows: list[dict]) -> Counter:
+    return Counter(reference.hour_of(t) for r in rows if (t := reference.load_time(r)) is not None)
+
+
+def test_a_plan_lists_what_its_apply_runs_and_is_refused_once_the_source_moves(spark, instance, tmp_path,
+                                                                              monkeypatch, capsys):
+    source = Source(str(tmp_path / "events"), [build() for build in hostile.BUILDERS])
+    warehouse = tmp_path / "warehouse"
+    use(monkeypatch, source.path, warehouse)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    source.land_until(at(2, 12))
+
+    # Planned from the CLI: an id, the hours due with their rows, how to apply it.
+    assert cli.main(["plan", "--until", at(2, 12).isoformat()]) == 0
+    shown = capsys.readouterr().out
+    plan_id = shown.split()[1].rstrip(":")
+    assert f"incremental-assets apply {plan_id}" in shown and "new:" in shown, shown
+    settings = Settings.load()
+    plan = plans.recorded_plan(settings, plan_id)
+    landed = source_rows_by_hour(source.rows)
+    # Every hour that holds rows, with its rows (an hour a file's statistics may hold, with none, shows 0).
+    assert {h.hour: h.rows for h in plan.hours} == {h.hour: landed[h.hour] for h in plan.hours}
+    assert {h.hour for h in plan.hours if h.rows} == {hour for hour in landed if hour < at(2, 12)}
+    assert {h.reason for h in plan.hours} == {"new"}
+
+    # Rows land in old and new hours (a source commit): the plan is refused, saying why.
+    source.land_until(at(3, 11))
+    with pytest.raises(plans.PlanRefused, match=r"source at version \d+, planned at \d+: plan again"):
+        plans.apply_plan(settings, plan_id, instance=instance, echo=quiet)
+
+    # Planned again, applied: the hours it processes are the hours listed, no more, no fewer.
+    plan = plans.make_plan(settings, at(3, 11))
+    plans.record_plan(settings, plan, at(3, 11))
+    report = plans.apply_plan(settings, plan.plan_id, instance=instance, echo=quiet)
+    assert report.success, report.runs
+    assert hours_written_by(settings, report) == {h.hour for h in plan.hours}
+    assert set(plan.days) and {d.day for d in plan.days} <= set(report.rebuilt_days)
+
+    # Late rows land in hours processed already: they are planned as changed, with their rows.
+    source.land_until(at(11))
+    late = plans.make_plan(settings, at(11))
+    changed = {h.hour for h in late.hours if h.reason == "changed"}
+    assert changed and all(hour < at(3, 11) for hour in changed)
+    assert {h.hour: h.rows for h in late.hours} == {h: source_rows_by_hour(source.rows)[h] for h in
+                                                    {h.hour for h in late.hours}}
+
+    # A restatement of day 2: every load hour of it, and exactly the event days its apply
+    # rebuilds, each with why: day 2, widened to day 1 (a session over midnight loaded on day 2).
+    restated = plans.make_plan(settings, at(3, 11), restate=(at(2).date(), at(2).date()))
+    assert [h.hour for h in restated.hours] == [at(2) + i * dt.timedelta(hours=1) for i in range(24)]
+    assert [d.day for d in restated.days if d.reason.startswith("widened")] == [at(1).date()], restated.days
+    plans.record_plan(settings, restated, at(3, 11))
+
+    # A settings change between plan and apply refuses it too.
+    monkeypatch.setenv("INCREMENTAL_EVENT_NAMES", "page_view")
+    with pytest.raises(plans.PlanRefused, match="settings changed"):
+        plans.apply_plan(Settings.load(), restated.plan_id, instance=instance, echo=quiet)
+    monkeypatch.delenv("INCREMENTAL_EVENT_NAMES")
+    report = plans.apply_plan(settings, restated.plan_id, instance=instance, echo=quiet)
+    assert report.success, report.runs
+    assert set(report.rebuilt_days) == {d.day for d in restated.days}
+    assert {h.hour for h in restated.hours if h.rows} <= hours_written_by(settings, report) <= {
+        h.hour for h in restated.hours}

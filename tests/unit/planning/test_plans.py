@@ -1,0 +1,50 @@
+"""A plan's id, its refusal reasons, and the reasons it gives each hour and day."""
+
+from datetime import date, datetime, timedelta, timezone
+
+from incremental_assets.planning.plans import Plan, PlannedDay, PlannedHour, hour_reasons, why_plan_moved, widened_days
+
+H0 = datetime(2026, 3, 2, 22, tzinfo=timezone.utc)
+HOUR = timedelta(hours=1)
+
+
+def plan(**changes) -> Plan:
+    fields = dict(trigger="due", until=H0 + 3 * HOUR, source_version=809, settings_digest="s1",
+                  hours=(PlannedHour(H0, "new", 10), PlannedHour(H0 + HOUR, "new", 5)),
+                  days=(PlannedDay(date(2026, 3, 2), "load hour"),), runs=1, estimate_seconds=12.0)
+    return Plan(**{**fields, **changes})
+
+
+def test_the_id_follows_what_the_plan_depends_on_and_does_not_its_estimate():
+    assert plan().plan_id == plan(estimate_seconds=99.0, runs=3).plan_id
+    ids = {plan().plan_id, plan(source_version=810).plan_id, plan(settings_digest="s2").plan_id,
+           plan(hours=plan().hours[:1]).plan_id, plan(trigger="restate 2026-03-02..2026-03-02").plan_id,
+           plan(days=()).plan_id, plan(until=H0 + 4 * HOUR).plan_id}
+    assert len(ids) == 7
+
+
+def test_a_moved_source_settings_or_closure_is_named():
+    assert why_plan_moved(plan(), plan()) is None
+    assert why_plan_moved(plan(), plan(source_version=812)) == "source at version 812, planned at 809: plan again"
+    assert "settings changed" in why_plan_moved(plan(), plan(settings_digest="s2"))
+    more = plan(hours=(*plan().hours, PlannedHour(H0 + 2 * HOUR, "new", 1)))
+    assert why_plan_moved(plan(), more) == ("the closure changed since the plan (1 load hour(s) due and not planned, "
+                                            "first 2026-03-03-00:00): plan again")
+    assert "planned and no longer due, first 2026-03-02-22:00" in why_plan_moved(plan(), plan(hours=plan().hours[1:]))
+    assert "event days" in why_plan_moved(plan(), plan(days=()))
+
+
+def test_an_hour_takes_the_first_reason_that_applies():
+    reasons = hour_reasons(new=[H0], changed=[H0 + HOUR], removed=[H0 + HOUR], lookback=[H0 - HOUR],
+                           other_rules=[H0], restated=[])
+    assert reasons == {H0: "rules changed", H0 + HOUR: "data gone", H0 - HOUR: "look-back"}
+
+
+def test_days_widen_to_where_an_hours_rows_landed_each_with_why():
+    days = widened_days({H0: "changed"}, {H0: {date(2026, 3, 1), date(2026, 3, 2)}, H0 + HOUR: {date(2026, 2, 1)}},
+                        due_days={date(2026, 2, 27)}, requested={date(2026, 3, 2)})
+    assert [d.day for d in days] == [date(2026, 2, 27), date(2026, 3, 1), date(2026, 3, 2)]
+    reasons = {d.day: d.reason for d in days}
+    assert reasons[date(2026, 3, 2)] == "restated"
+    assert reasons[date(2026, 3, 1)].startswith("widened from load day 2026-03-02: rows of load hour 2026-03-02-22:00")
+    assert reasons[date(2026, 2, 27)].startswith("due now")
