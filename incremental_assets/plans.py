@@ -22,14 +22,14 @@ from deltalake import write_deltalake
 from incremental_assets.ledger import days_loaded_by_hour, plan_late_days
 from incremental_assets.names import PLANS
 from incremental_assets.planning.estimates import describe_duration, estimated_seconds, fit_step_cost
-from incremental_assets.planning.hours import HOUR, floor_hour, hour_key, hours_between
+from incremental_assets.planning.hours import HOUR, hour_key, hours_between
 from incremental_assets.planning.plans import Plan, PlannedDay, PlannedHour, hour_reasons, why_plan_moved, widened_days
 from incremental_assets.progress import (
+    backfill_hours,
     current_snapshot,
-    end_load_hour,
-    first_load_hour,
     hourly_step_samples,
     hours_under_other_rules,
+    last_event_day,
     plan_load_hours,
 )
 from incremental_assets.runner import RunReport, backfill, run_until
@@ -64,15 +64,6 @@ def settings_digest(settings: Settings) -> str:
     return hashlib.sha256(json.dumps(values, default=str, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def restated_hours(settings: Settings, first: date, last: date, now: datetime) -> list[datetime]:
-    """The load hours a restatement of days [first, last] runs: every one, never before the
-    start, past now or past the partitions' end (as `runner.backfill`)."""
-    start = max(datetime.combine(first, datetime.min.time(), tzinfo=timezone.utc), first_load_hour(settings))
-    end = min(datetime.combine(last + timedelta(days=1), datetime.min.time(), tzinfo=timezone.utc),
-              floor_hour(now), end_load_hour(settings) or floor_hour(now))
-    return hours_between(start, end) if start < end else []
-
-
 def make_plan(settings: Settings, now: datetime, *, restate: tuple[date, date] | None = None,
               instance=None) -> Plan:
     """The plan of what reconciliation finds due at `now`, or of a restatement of load days
@@ -94,9 +85,10 @@ def make_plan(settings: Settings, now: datetime, *, restate: tuple[date, date] |
             raise ValueError(f"restate: the last day {last} is before the first {first}")
         trigger = f"restate {first}..{last}"
         reasons = hour_reasons(new=(), changed=(), removed=(), lookback=(), other_rules=(),
-                               restated=restated_hours(settings, first, last, now))
+                               restated=hours_between(*backfill_hours(settings, first, last, now)))
+        last_day = last_event_day(settings, now)
         requested = {first + timedelta(days=i) for i in range((last - first).days + 1)
-                     if settings.start_date.date() <= first + timedelta(days=i) <= now.date()}
+                     if settings.start_date.date() <= first + timedelta(days=i) <= last_day}
     rows = None if snapshot is None else rows_by_hour(snapshot.path, snapshot.version, reasons)
     hours = tuple(PlannedHour(hour, reasons[hour], None if rows is None else rows[hour])
                   for hour in sorted(reasons))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from datetime import date, datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 from typing import Callable, Iterable
 
 import pyarrow as pa
@@ -267,6 +267,21 @@ def end_load_hour(settings: Settings) -> datetime | None:
     the hourly partitions end (fixed when the code location loads); None: no end."""
     ends = [end for end in (settings.end_hour, hourly_partitions.end) if end is not None]
     return min(ends) if ends else None
+
+
+def backfill_hours(settings: Settings, first: date, last: date, now: datetime) -> tuple[datetime, datetime]:
+    """[start, end) of the load hours a backfill of load days [first, last] runs: never before
+    the first load hour, past now or past the partitions' end (empty when start >= end)."""
+    start = max(datetime.combine(first, datetime.min.time(), tzinfo=timezone.utc), first_load_hour(settings))
+    end = min(datetime.combine(last + timedelta(days=1), datetime.min.time(), tzinfo=timezone.utc),
+              floor_hour(now), end_load_hour(settings) or floor_hour(now))
+    return start, end
+
+
+def last_event_day(settings: Settings, now: datetime) -> date:
+    """The last event day a daily partition exists for: today, or the partitions' end's day."""
+    end = end_load_hour(settings)
+    return min(now.date(), (end - HOUR).date()) if end else now.date()
 
 
 def plan_load_hours(settings: Settings, *, now: datetime, manifest: ManifestStore,

@@ -53,11 +53,16 @@ from incremental_assets.names import (
     RUN_LIMITS_TAG,
     RUN_STATE_TAG,
 )
-from incremental_assets.planning.hours import HOUR, contiguous_ranges, day_key, floor_hour, hour_keys
+from incremental_assets.planning.hours import HOUR, contiguous_ranges, day_key, hour_keys
 from incremental_assets.planning.late_days import LateDaysPlan
 from incremental_assets.planning.reconcile import split_ranges
 from incremental_assets.planning.run_limits import RunLimits
-from incremental_assets.progress import end_load_hour, fail_locked_days, first_load_hour, plan_next_run
+from incremental_assets.progress import (
+    backfill_hours,
+    fail_locked_days,
+    last_event_day,
+    plan_next_run,
+)
 from incremental_assets.settings import Settings
 from incremental_assets.sources.reader import require_source
 from resources.manifest import ManifestStore
@@ -301,11 +306,7 @@ def backfill(start: date, end: date, *, instance, echo: Echo = print, now: datet
     touch follow from the sensors."""
     settings = Settings.load()
     now = now or datetime.now(timezone.utc)
-    partitions_end = end_load_hour(settings)  # end_date's, or None: no end
-    first_hour = max(datetime.combine(start, datetime.min.time(), tzinfo=timezone.utc), first_load_hour(settings))
-    # Never past now, nor past the partitions' end.
-    end_hour = min(datetime.combine(end + timedelta(days=1), datetime.min.time(), tzinfo=timezone.utc),
-                   floor_hour(now), partitions_end or floor_hour(now))
+    first_hour, end_hour = backfill_hours(settings, start, end, now)
     report = RunReport()
     if first_hour >= end_hour:
         echo(f"  nothing to backfill between {start} and {end}")
@@ -330,7 +331,6 @@ def backfill(start: date, end: date, *, instance, echo: Echo = print, now: datet
     requested = {start + timedelta(days=i) for i in range((end - start).days + 1)}
     # Daily partitions exist from start_date through today, or the partitions' end: nothing
     # outside them is rebuilt.
-    last_day = min(now.date(), (partitions_end - HOUR).date()) if partitions_end else now.date()
-    days = {d for d in touched | requested if settings.start_date.date() <= d <= last_day}
+    days = {d for d in touched | requested if settings.start_date.date() <= d <= last_event_day(settings, now)}
     late_days_and_attributes(settings, instance=instance, report=report, tags=tags, echo=echo, also=days)
     return report
