@@ -19,7 +19,9 @@ from tests.differential.test_differential import (
     use,
 )
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+# `make test-long`, to keep `make test` within 20 minutes (the operation sequences of `make
+# test` draw compaction among their hostile operations too).
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.long]
 
 
 def plan_at(now):

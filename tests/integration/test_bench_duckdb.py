@@ -22,7 +22,8 @@ pytest.importorskip("duckdb", reason="DuckDB is not installed: `pip install -e '
 from bench.duckdb_reference import WRITTEN_TABLES, duckdb_tables, duckdb_write_tables, read_written  # noqa: E402
 from bench.table_diff import compare, compare_written  # noqa: E402
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+# A full backfill for the benchmark's baseline: `make test-long`, to keep `make test` within 20 minutes.
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.long]
 
 START = date(2026, 1, 5)  # the generator's first day, and the hostile rows' day 0
 AS_OF = date(2026, 1, 8)  # before the hostile bots' last event day: attributes leave later days out

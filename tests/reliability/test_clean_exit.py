@@ -19,6 +19,9 @@ from deltalake import write_deltalake
 
 from tests.reliability.helpers import REPO
 
+# 48 child processes: `make test-long` (and `make soak`), to keep `make test` within 20 minutes.
+pytestmark = pytest.mark.long
+
 PROCESSES = 48  # the old reader aborted at least 7% of the time: 48 clean exits rule it out (p < 0.04)
 PARALLEL = 4
 
