@@ -39,7 +39,7 @@ class Plan:
     settings_digest: str
     hours: tuple[PlannedHour, ...]  # oldest first
     days: tuple[PlannedDay, ...]  # oldest first
-    runs: int  # hourly runs the hours are cut into (max_hours_per_run, backfill_limit_days)
+    runs: int  # about: one per contiguous stretch of hours, cut at max_hours_per_run
     estimate_seconds: float | None  # None: no recorded step to estimate from
 
     @property
