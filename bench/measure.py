@@ -182,15 +182,19 @@ def per_step(windows, scans, stages, since: float) -> dict[str, dict]:
 
 def incremental_hours(spark, tables, pool: Path, source: Path, warehouse: Path, instance, history_days: int,
                       repeats: int) -> dict:
-    """Append one load hour at a time after `history_days` days and time the run processing it."""
+    """Append one load hour at a time after `history_days` days and time the run processing it;
+    beside it, the plan's estimate of its hourly runs (`incremental-assets plan` just before)."""
+    from incremental_assets.plans import make_plan
     from incremental_assets.runner import run_until
+    from incremental_assets.settings import Settings
     from resources.tables import recording_scans
 
     set_env(warehouse=warehouse, source_path=source)
     cut = at_hour(START + timedelta(days=history_days))
-    seconds, rows, steps_by_run = Figure(), [], []
+    seconds, rows, steps_by_run, estimates, hourly = Figure(), [], [], [], []
     for k in range(repeats):
         rows.append(append_hour(tables, pool, source, cut + timedelta(hours=k)))
+        estimates.append(make_plan(Settings.load(), cut + timedelta(hours=k + 1), instance=instance).estimate_seconds)
         since = time.time()
         with recording_scans() as scans:
             started = time.perf_counter()
@@ -200,9 +204,12 @@ def incremental_hours(spark, tables, pool: Path, source: Path, warehouse: Path, 
             raise SystemExit(f"incremental run after {history_days} days failed or did nothing: {report}")
         windows = step_windows(instance, [run.run_id for run in report.runs])
         steps_by_run.append(per_step(windows, scans, spark_stages(spark), since))
+        hourly.append(sum(run.seconds for run in report.runs if run.job == "hourly_job"))
         say(f"  history {history_days} d, hour {k + 1}: {seconds.values[-1]:.1f} s, "
-               f"{rows[-1]:,} new rows, runs: {', '.join(run.job for run in report.runs)}")
-    return {"seconds": seconds, "rows": rows, "steps": steps_by_run}
+               f"{rows[-1]:,} new rows, runs: {', '.join(run.job for run in report.runs)}; hourly runs "
+               f"{hourly[-1]:.1f} s, planned {estimates[-1] if estimates[-1] is None else round(estimates[-1], 1)} s")
+    return {"seconds": seconds, "rows": rows, "steps": steps_by_run, "plan_estimates": estimates,
+            "hourly_seconds": hourly}
 
 
 def sensor_ticks(pool: Path, tables, source: Path, instance, after: datetime, repeats: int) -> dict:

@@ -133,6 +133,14 @@ def total_bytes(incremental: dict, metric: str = "file_bytes") -> float:
     return statistics.median(sum(s.get(metric, 0) for s in steps.values()) for steps in incremental["steps"])
 
 
+def plan_estimate_ratio(incremental: dict) -> float | None:
+    """The worst ratio (larger over smaller) of a plan's estimate to its hourly runs' seconds;
+    None when no estimate was made (reports from before plans, or nothing recorded to fit)."""
+    pairs = [(e, s) for e, s in zip(incremental.get("plan_estimates", []), incremental.get("hourly_seconds", []))
+             if e is not None and e > 0 and s > 0]
+    return max((max(e / s, s / e) for e, s in pairs), default=None)
+
+
 def targets(results: dict, days: int) -> list[tuple[str, str, bool]]:
     """(target, figure, met) for each target whose figures are measured."""
     rows = []
@@ -155,6 +163,9 @@ def targets(results: dict, days: int) -> list[tuple[str, str, bool]]:
         share = hour / results["full_warm"].median
         rows.append((f"warm incremental hour under 10% of the warm full rebuild ({days} d)",
                      f"{share:.1%}", share < 0.10))
+    if days in incremental and (ratio := plan_estimate_ratio(incremental[days])) is not None:
+        rows.append((f"plan's estimate of each new hour's hourly run within 2x of its time ({days} d)",
+                     f"{ratio:.2f}x at worst", ratio <= 2))
     if "cold_hour" in results:
         cold = results["cold_hour"].median
         rows.append((f"cold CLI run for one new hour at {days} d at most 20 s", f"{cold:.1f} s", cold <= 20))
@@ -184,6 +195,15 @@ def targets(results: dict, days: int) -> list[tuple[str, str, bool]]:
         tick = long["sensor"]["new_hour"].median
         rows.append((f"sensor tick at most 0.3 s at {long['days']} d of history", f"{tick:.2f} s", tick <= 0.3))
     return rows
+
+
+def _plan_estimates(incremental: dict) -> list[str]:
+    """The plan's estimate of each hour's hourly runs beside their measured seconds."""
+    if not incremental.get("plan_estimates"):
+        return []
+    pairs = ", ".join(f"{'none' if e is None else f'{e:.1f}'} vs {s:.1f} s"
+                      for e, s in zip(incremental["plan_estimates"], incremental["hourly_seconds"]))
+    return [f"- hourly runs, the plan's estimate vs measured (`incremental-assets plan` just before): {pairs}"]
 
 
 def _sparse_history_section(history: dict, steps_before: list[dict] | None) -> list[str]:
@@ -351,7 +371,8 @@ def write_report(results: dict, out: Path, json_path: Path | None = None, baseli
     for history, incremental in sorted(results.get("incremental", {}).items()):
         lines += [f"### {history} days of history",
                   f"- run: {_span(incremental['seconds'])}; new rows per hour: "
-                  f"{', '.join(f'{r:,}' for r in incremental['rows'])}", "",
+                  f"{', '.join(f'{r:,}' for r in incremental['rows'])}",
+                  *_plan_estimates(incremental), "",
                   *_steps_table(incremental["steps"], before("incremental", history, "steps")), ""]
     if "cold_hour" in results:
         lines += [f"- cold: a new `incremental-assets run --until` process for one more new hour at {days} days "

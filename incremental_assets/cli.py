@@ -123,11 +123,11 @@ def cmd_plan(args) -> int:
 
 
 def cmd_apply(args) -> int:
-    from incremental_assets import plans
+    from incremental_assets.runner import apply_plan
     from incremental_assets.settings import Settings
 
     settings = Settings.load()
-    report = plans.apply_plan(settings, args.plan_id, instance=_instance(args.ephemeral_instance))
+    report = apply_plan(settings, args.plan_id, instance=_instance(args.ephemeral_instance))
     print(report.summary())
     return 0 if report.success else 1
 

@@ -34,6 +34,7 @@ from incremental_assets.planning.reconcile import RUN_AGAIN
 from incremental_assets.skipped_hours import skipped_hours
 from incremental_assets.sources.load_hours import SourceSnapshot, source_snapshot
 from incremental_assets.sources.reader import read_source, without_load_hours
+from incremental_assets.sources.schema import load_time
 from incremental_assets.transforms.base_events import (
     BROADCAST_VERDICTS_MAX_ROWS,
     COPY_COLUMNS,
@@ -80,6 +81,7 @@ class HourlyResults:
     start: datetime
     end: datetime
     snapshot: SourceSnapshot | None
+    read: DataFrame  # the window's source rows, checked (valid and rejected)
     copies: DataFrame
     rejected: DataFrame
     kept: DataFrame  # base_events rows of the window
@@ -214,7 +216,7 @@ def compute(warehouse: WarehouseResource, start: datetime, end: datetime) -> Hou
     # counts follow, to the end of the table.
     counts_range = (first_count_hour, None if changed_ids else end + lookback if dominated_ids else end)
     return HourlyResults(
-        start=start, end=end, snapshot=snapshot, copies=copies(valid), rejected=rejected, kept=kept,
+        start=start, end=end, snapshot=snapshot, read=validated.checked, copies=copies(valid), rejected=rejected, kept=kept,
         dominated=dominated_rows, touched=touched, lifecycle=lifecycle,
         quarantined=quarantined_sessions(lifecycle), filtered=filtered, changed=changed_rows,
         to_refilter=to_refilter,
@@ -231,15 +233,16 @@ def compute(warehouse: WarehouseResource, start: datetime, end: datetime) -> Hou
 class HourFigures:
     """What one load hour of the window holds once written: the UI's per-partition numbers."""
 
+    read: int = 0  # source rows read (of the selected app ids, less erased users' and skipped hours')
     kept: int = 0  # base_events rows
     rejected: dict[str, int] = field(default_factory=dict)  # rejected rows by reason
     filtered: dict[date, int] = field(default_factory=dict)  # filtered_events rows by event day
 
 
-def figures_by_hour(start: datetime, end: datetime, *, kept: DataFrame, rejected: DataFrame,
+def figures_by_hour(start: datetime, end: datetime, *, read: DataFrame, kept: DataFrame, rejected: DataFrame,
                     filtered: DataFrame) -> dict[datetime, HourFigures]:
-    """Per load hour of [start, end): rows kept, rejected by reason, filtered by event day. Three
-    small aggregations of the materialized rows, collected together (one query, not three); the
+    """Per load hour of [start, end): rows read, kept, rejected by reason, filtered by event day.
+    Small aggregations of the materialized rows, collected together (one query, not four); the
     filtered rows of earlier hours that changed sessions brought back are not the window's."""
     in_window = (F.col("load_tstamp") >= F.lit(start)) & (F.col("load_tstamp") < F.lit(end))
 
@@ -247,10 +250,12 @@ def figures_by_hour(start: datetime, end: datetime, *, kept: DataFrame, rejected
         return counts.select(F.col(hour).alias("hour"), label.cast("string").alias("label"), "rows",
                              F.lit(kind).alias("kind"))
 
-    kept_by_hour = kept.groupBy(F.date_trunc("hour", "load_tstamp").alias("hour")).agg(
-        F.count(F.lit(1)).alias("rows"))
+    def by_hour(rows: DataFrame, loaded: Column) -> DataFrame:
+        return rows.groupBy(F.date_trunc("hour", loaded).alias("hour")).agg(F.count(F.lit(1)).alias("rows"))
+
     rejected_by_reason = rejected.groupBy("load_hour_tstamp", "reject_reason").agg(F.count(F.lit(1)).alias("rows"))
-    counts = (labelled("kept", kept_by_hour, "hour", F.lit(None))
+    counts = (labelled("kept", by_hour(kept, F.col("load_tstamp")), "hour", F.lit(None))
+              .unionByName(labelled("read", by_hour(read, load_time()), "hour", F.lit(None)))
               .unionByName(labelled("rejected", rejected_by_reason, "load_hour_tstamp", F.col("reject_reason")))
               .unionByName(labelled("filtered", rows_by_load_hour_and_day(filtered.where(in_window)),
                                     "load_hour_tstamp", F.col("event_date"))))
@@ -259,6 +264,8 @@ def figures_by_hour(start: datetime, end: datetime, *, kept: DataFrame, rejected
         figure = figures.setdefault(row["hour"].replace(tzinfo=timezone.utc), HourFigures())  # Spark runs in UTC
         if row["kind"] == "kept":
             figure.kept = row["rows"]
+        elif row["kind"] == "read":
+            figure.read = row["rows"]
         elif row["kind"] == "rejected":
             figure.rejected[row["label"]] = row["rows"]
         else:

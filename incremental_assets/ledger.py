@@ -102,6 +102,14 @@ def unaccounted(settings: Settings) -> dict[Pair, int]:
 
 def plan_late_days(settings: Settings, ledger: DailyLedger | None = None) -> LateDaysPlan:
     """The event days to rebuild now; the late rows of the others are recorded as pending."""
+    plan, new_pending = late_days(settings, ledger)
+    record_pending(settings, new_pending)
+    return plan
+
+
+def late_days(settings: Settings, ledger: DailyLedger | None = None) -> tuple[LateDaysPlan, dict[Pair, int]]:
+    """The event days to rebuild now, and the rows that become pending (nothing is written:
+    `plan_late_days` records them; a plan shown before it runs does not)."""
     ledger = ledger or DailyLedger(settings)
     open_rows = {(day, load_day): n for (day, load_day), n in ledger.unaccounted.items()
                  if day >= settings.start_date.date()}
@@ -118,8 +126,8 @@ def plan_late_days(settings: Settings, ledger: DailyLedger | None = None) -> Lat
                            reprocess_days=settings.reprocess_days, min_rows_to_process=settings.min_rows_to_process,
                            start_date=settings.start_date.date())
     days = sorted(set(plan.days) | must_rebuild)
-    record_pending(settings, {pair: n for pair, n in grown.items() if pair[0] not in days})
-    return LateDaysPlan(days=days, skipped={d: n for d, n in plan.skipped.items() if d not in must_rebuild})
+    return (LateDaysPlan(days=days, skipped={d: n for d, n in plan.skipped.items() if d not in must_rebuild}),
+            {pair: n for pair, n in grown.items() if pair[0] not in days})
 
 
 def record_pending(settings: Settings, new_pending: dict[Pair, int]) -> None:

@@ -66,6 +66,7 @@ RUN_STATE_TAG = "incremental/run_state"
 RUN_LIMITS_TAG = "incremental/limits"
 SOURCE_VERSION_TAG = "incremental/source_version"
 REASON_TAG = "incremental/reason"
+APPLIED_PLAN_TAG = "incremental/plan_id"  # the plan (`incremental-assets plan`) a run carries out
 AS_OF_TAG = "incremental/attributes_as_of"  # the day attributes are computed as of
 # A late-days plan tags its daily runs, so attributes can wait for all of them.
 PLAN_TAG = "incremental/late_days_plan"

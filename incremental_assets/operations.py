@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 
 from incremental_assets.erasure import open_requests, request_records
 from incremental_assets.names import HOURLY_ASSETS
-from incremental_assets.planning.estimates import describe_duration, estimated_seconds, fit_step_cost
+from incremental_assets.planning.estimates import describe_duration, estimated_seconds, fit_step_cost, runs_for
 from incremental_assets.planning.hours import parse_hour_key
 from incremental_assets.planning.processing_manifest import PROBLEM_STATUSES, ItemStatus
 from incremental_assets.progress import (
@@ -67,7 +67,9 @@ def _due_work(settings: Settings, plan, manifest: ManifestStore) -> str:
                (set(plan.hours.changed) - other_rules, "whose data changed"), (plan.hours.removed, "whose data is gone")]
     why = ", ".join(f"{len(hours)} {reason}" for hours, reason in reasons if hours) or "look-back"
     cost = fit_step_cost(hourly_step_samples(manifest.records()))
-    estimate = (f"{describe_duration(estimated_seconds(cost, len(due), settings.max_hours_per_run))} at the hourly "
+    seconds = None if cost is None else estimated_seconds(
+        cost, hours=len(due), rows=None, runs=runs_for(len(due), settings.max_hours_per_run))
+    estimate = (f"{describe_duration(seconds)} at the hourly "
                 f"step's recorded cost ({cost.describe()})" if cost else "no hourly step recorded yet to estimate from")
     return f"due: {len(due)} load hour(s) ({why}); {estimate}"
 

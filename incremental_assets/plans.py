@@ -5,7 +5,8 @@ A plan is made from the source's Delta log, the ledgers and the manifest (no Spa
 hours due now (or restated), each with why and its rows, the event days rebuilt after them, each
 with why, and an estimate of the seconds from the hourly step's recorded cost. It is recorded
 under its id (`plans`, a small Delta table) so that `apply ID` can plan again, refuse when the
-source, the settings or the closure moved, and otherwise run it.
+source, the settings or the closure moved, and otherwise run it (`runner.apply_plan`). The hourly
+sensor records the plan of the hours it finds due in the same way, and tags its run with its id.
 """
 
 from __future__ import annotations
@@ -19,11 +20,21 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import write_deltalake
 
-from incremental_assets.ledger import days_loaded_by_hour, plan_late_days
+from incremental_assets.ledger import days_loaded_by_hour, late_days
 from incremental_assets.names import PLANS
 from incremental_assets.planning.estimates import describe_duration, estimated_seconds, fit_step_cost
 from incremental_assets.planning.hours import HOUR, hour_key, hours_between
-from incremental_assets.planning.plans import Plan, PlannedDay, PlannedHour, hour_reasons, why_plan_moved, widened_days
+from incremental_assets.planning.plans import (
+    DUE,
+    RESTATE,
+    Plan,
+    PlannedDay,
+    PlannedHour,
+    hour_reasons,
+    why_plan_moved,
+    widened_days,
+)
+from incremental_assets.planning.reconcile import HoursPlan
 from incremental_assets.progress import (
     backfill_hours,
     current_snapshot,
@@ -32,13 +43,11 @@ from incremental_assets.progress import (
     last_event_day,
     plan_load_hours,
 )
-from incremental_assets.runner import RunReport, backfill, run_until
 from incremental_assets.settings import Settings
-from incremental_assets.sources.load_hours import rows_by_hour
+from incremental_assets.sources.load_hours import SourceSnapshot, rows_by_hour
 from resources.manifest import ManifestStore, abandoned_lock_check
 from resources.tables import read_delta_arrow
 
-DUE = "due"
 # Settings that change how runs are operated, not what they compute: a plan stays valid across them.
 OPERATIONAL_SETTINGS = frozenset({
     "auto_resolve_failures", "automation_running", "asset_owners", "sensor_interval_seconds", "max_lock_age_hours",
@@ -72,30 +81,39 @@ def make_plan(settings: Settings, now: datetime, *, restate: tuple[date, date] |
     manifest = ManifestStore.of(settings).snapshot()
     snapshot = current_snapshot(settings, now)
     if restate is None:
-        trigger = DUE
         due = plan_load_hours(settings, now=now, manifest=manifest, snapshot=snapshot,
                               lock_released=abandoned_lock_check(instance, settings.max_lock_age_hours)).hours
-        other_rules = set(due.due) & hours_under_other_rules(settings)
-        reasons = hour_reasons(new=due.new, changed=due.changed, removed=due.removed, lookback=due.lookback,
-                               other_rules=other_rules)
-        requested: set[date] = set()
-    else:
-        first, last = restate
-        if last < first:
-            raise ValueError(f"restate: the last day {last} is before the first {first}")
-        trigger = f"restate {first}..{last}"
-        reasons = hour_reasons(new=(), changed=(), removed=(), lookback=(), other_rules=(),
-                               restated=hours_between(*backfill_hours(settings, first, last, now)))
-        last_day = last_event_day(settings, now)
-        requested = {first + timedelta(days=i) for i in range((last - first).days + 1)
-                     if settings.start_date.date() <= first + timedelta(days=i) <= last_day}
+        return due_plan(settings, now, manifest=manifest, snapshot=snapshot, due=due)
+    first, last = restate
+    if last < first:
+        raise ValueError(f"restate: the last day {last} is before the first {first}")
+    reasons = hour_reasons(new=(), changed=(), removed=(), lookback=(), other_rules=(),
+                           restated=hours_between(*backfill_hours(settings, first, last, now)))
+    last_day = last_event_day(settings, now)
+    requested = {first + timedelta(days=i) for i in range((last - first).days + 1)
+                 if settings.start_date.date() <= first + timedelta(days=i) <= last_day}
+    return _plan(settings, now, f"{RESTATE} {first}..{last}", reasons, requested, manifest=manifest, snapshot=snapshot)
+
+
+def due_plan(settings: Settings, now: datetime, *, manifest: ManifestStore, snapshot: SourceSnapshot | None,
+             due: HoursPlan) -> Plan:
+    """The plan of the hours reconciliation found due (`due`, from this manifest and snapshot):
+    `incremental-assets plan`'s, and the hourly sensor's for the runs it launches."""
+    reasons = hour_reasons(new=due.new, changed=due.changed, removed=due.removed, lookback=due.lookback,
+                           other_rules=set(due.due) & hours_under_other_rules(settings))
+    return _plan(settings, now, DUE, reasons, set(), manifest=manifest, snapshot=snapshot)
+
+
+def _plan(settings: Settings, now: datetime, trigger: str, reasons: dict[datetime, str], requested: set[date], *,
+          manifest: ManifestStore, snapshot: SourceSnapshot | None) -> Plan:
     rows = None if snapshot is None else rows_by_hour(snapshot.path, snapshot.version, reasons)
     hours = tuple(PlannedHour(hour, reasons[hour], None if rows is None else rows[hour])
                   for hour in sorted(reasons))
-    days = widened_days(reasons, days_loaded_by_hour(settings), set(plan_late_days(settings).days), requested)
+    days = widened_days(reasons, days_loaded_by_hour(settings), set(late_days(settings)[0].days), requested)
     cost = fit_step_cost(hourly_step_samples(manifest.records()))
     runs = _runs(sorted(reasons), settings.max_hours_per_run)
-    estimate = None if cost is None else estimated_seconds(cost, len(hours), settings.max_hours_per_run)
+    planned_rows = None if rows is None else sum(rows.values())
+    estimate = None if cost is None else estimated_seconds(cost, hours=len(hours), rows=planned_rows, runs=runs)
     return Plan(trigger=trigger, until=now, source_version=None if snapshot is None else snapshot.version,
                 settings_digest=settings_digest(settings), hours=hours, days=days, runs=runs,
                 estimate_seconds=estimate)
@@ -181,24 +199,8 @@ def plan_to_apply(settings: Settings, plan_id: str, *, instance=None) -> Plan:
     """The recorded plan `plan_id`, planned again at its time: refused (PlanRefused, saying why)
     when the source, the settings or the closure moved since."""
     planned = recorded_plan(settings, plan_id)
-    restate = None
-    if planned.trigger != DUE:
-        first, last = planned.trigger.removeprefix("restate ").split("..")
-        restate = (date.fromisoformat(first), date.fromisoformat(last))
-    current = make_plan(settings, planned.until, restate=restate, instance=instance)
+    current = make_plan(settings, planned.until, restate=planned.restated_days, instance=instance)
     moved = why_plan_moved(planned, current)
     if moved:
         raise PlanRefused(f"plan {plan_id} not applied: {moved}")
     return planned
-
-
-def apply_plan(settings: Settings, plan_id: str, *, instance, echo=print) -> RunReport:
-    """Run plan `plan_id` as it was shown: the hourly runs at its time, then the days and
-    attributes; refused (PlanRefused) when it no longer describes what would run."""
-    plan = plan_to_apply(settings, plan_id, instance=instance)
-    echo(f"applying plan {plan_id}: {len(plan.hours)} load hour(s), {len(plan.days)} event day(s)")
-    if plan.trigger == DUE:
-        return run_until(plan.until, instance=instance, echo=echo)
-    first, last = plan.trigger.removeprefix("restate ").split("..")
-    return backfill(date.fromisoformat(first), date.fromisoformat(last), instance=instance, echo=echo,
-                    now=plan.until)

@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from incremental_assets.names import BASE_EVENTS, DAILY_AGGREGATES, DAY_LEDGER, HOUR_LEDGER, HOURLY_ASSETS
 from incremental_assets.partitions import hourly_partitions
+from incremental_assets.planning.estimates import StepSample
 from incremental_assets.planning.hours import HOUR, floor_hour, hour_key, hour_keys, parse_day_key, parse_hour_key
 from incremental_assets.planning.processing_manifest import ItemStatus, Record, State
 from incremental_assets.planning.reconcile import (
@@ -244,22 +245,24 @@ def before_start(settings: Settings) -> BeforeStart | None:
 COST_SAMPLES = 20
 
 
-def hourly_step_samples(records: Iterable[Record], limit: int = COST_SAMPLES) -> list[tuple[int, float]]:
-    """(load hours, seconds) of the last `limit` hourly steps that succeeded, from the manifest:
-    each step's claim of its base_events items to their PROCESSED record."""
+def hourly_step_samples(records: Iterable[Record], limit: int = COST_SAMPLES) -> list[StepSample]:
+    """The last `limit` hourly steps that succeeded, from the manifest: each step's load hours,
+    the source rows it read (its PROCESSED records' `source_rows`) and its seconds, from the
+    claim of its base_events items to their PROCESSED record."""
     claimed_at: dict[str, datetime] = {}
-    done: dict[str, tuple[set[str], datetime]] = {}
+    done: dict[str, tuple[set[str], datetime, int | None]] = {}
     for record in records:
         if split_item_id(record.item_id)[0] != BASE_EVENTS or record.recorded_at is None:
             continue
         if record.state is State.PROCESSING:
             claimed_at[record.run_id] = min(record.recorded_at, claimed_at.get(record.run_id, record.recorded_at))
         elif record.state is State.PROCESSED:
-            items, at = done.get(record.run_id, (set(), record.recorded_at))
-            done[record.run_id] = ({*items, record.item_id}, max(at, record.recorded_at))
-    steps = sorted((at, len(items), (at - claimed_at[run]).total_seconds())
-                   for run, (items, at) in done.items() if run in claimed_at)
-    return [(hours, seconds) for _, hours, seconds in steps[-limit:]]
+            items, at, _ = done.get(record.run_id, (set(), record.recorded_at, None))
+            rows = (record.payload or {}).get("source_rows")
+            done[record.run_id] = ({*items, record.item_id}, max(at, record.recorded_at), rows)
+    steps = sorted(((at, len(items), rows, (at - claimed_at[run]).total_seconds())
+                    for run, (items, at, rows) in done.items() if run in claimed_at), key=lambda step: step[0])
+    return [StepSample(hours, rows, seconds) for _, hours, rows, seconds in steps[-limit:]]
 
 
 def end_load_hour(settings: Settings) -> datetime | None:

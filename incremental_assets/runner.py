@@ -43,6 +43,7 @@ from incremental_assets.ledger import (
     users_queued,
 )
 from incremental_assets.names import (
+    APPLIED_PLAN_TAG,
     AS_OF_TAG,
     ATTRIBUTES_JOB,
     DAILY_JOB,
@@ -57,6 +58,7 @@ from incremental_assets.planning.hours import HOUR, contiguous_ranges, day_key, 
 from incremental_assets.planning.late_days import LateDaysPlan
 from incremental_assets.planning.reconcile import split_ranges
 from incremental_assets.planning.run_limits import RunLimits
+from incremental_assets.plans import plan_to_apply
 from incremental_assets.progress import (
     backfill_hours,
     fail_locked_days,
@@ -226,15 +228,16 @@ def attributes_tags(tags: dict[str, str], why: str) -> dict[str, str]:
             f"attributes {why}, as of {tags.get(AS_OF_TAG, 'today')}"}
 
 
-def run_until(until: datetime, *, instance, echo: Echo = print, submit: bool = False) -> RunReport:
+def run_until(until: datetime, *, instance, echo: Echo = print, submit: bool = False,
+              tags: dict[str, str] | None = None) -> RunReport:
     """Do in this process what the daemon would do at time `until`: every due load hour (oldest
     first, `backfill_limit_days` at a time), then the event days the ledger calls for, then
     attributes as of `until`'s day. With `submit`, the hourly runs of the first plan are
     submitted to the instance instead, as the hourly sensor's would be (the next plan depends
-    on their outcome: the sensor makes it after they finish)."""
+    on their outcome: the sensor makes it after they finish). `tags` go on every run."""
     settings = Settings.load()
     require_source(settings.source)
-    tags = {AS_OF_TAG: until.astimezone(timezone.utc).date().isoformat()}
+    tags = {**(tags or {}), AS_OF_TAG: until.astimezone(timezone.utc).date().isoformat()}
     report = RunReport()
     ran: set[datetime] = set()
     for _ in range(MAX_PLANS):
@@ -298,12 +301,12 @@ def late_days_and_attributes(settings: Settings, *, instance, report: RunReport,
 
 
 def backfill(start: date, end: date, *, instance, echo: Echo = print, now: datetime | None = None,
-             submit: bool = False) -> RunReport:
+             submit: bool = False, tags: dict[str, str] | None = None) -> RunReport:
     """Rebuild loads of days [start, end] in every asset (whatever the ledger says; one hourly
     run per max_hours_per_run hours, oldest first), then the event days they touch and
     [start, end], then attributes. With `submit`, the hourly runs are submitted to the
     instance (its queue runs them oldest first, one hourly step at a time) and the days they
-    touch follow from the sensors."""
+    touch follow from the sensors. `tags` go on every run."""
     settings = Settings.load()
     now = now or datetime.now(timezone.utc)
     first_hour, end_hour = backfill_hours(settings, start, end, now)
@@ -314,7 +317,7 @@ def backfill(start: date, end: date, *, instance, echo: Echo = print, now: datet
     report.hours = (first_hour, end_hour)
     limits = (f"Backfill: processing loads between {first_hour:%Y-%m-%d %H:%M:%S} "
               f"and {end_hour:%Y-%m-%d %H:%M:%S}")
-    tags = {RUN_STATE_TAG: "BACKFILL", RUN_LIMITS_TAG: limits, AS_OF_TAG: now.date().isoformat()}
+    tags = {**(tags or {}), RUN_STATE_TAG: "BACKFILL", RUN_LIMITS_TAG: limits, AS_OF_TAG: now.date().isoformat()}
     echo(limits)
     # Oldest first, at most max_hours_per_run hours a run: a run's memory follows its hours.
     chunks = split_ranges([(first_hour, end_hour)], settings.max_hours_per_run)
@@ -334,3 +337,16 @@ def backfill(start: date, end: date, *, instance, echo: Echo = print, now: datet
     days = {d for d in touched | requested if settings.start_date.date() <= d <= last_event_day(settings, now)}
     late_days_and_attributes(settings, instance=instance, report=report, tags=tags, echo=echo, also=days)
     return report
+
+
+def apply_plan(settings: Settings, plan_id: str, *, instance, echo: Echo = print) -> RunReport:
+    """Run plan `plan_id` as it was shown (`incremental-assets plan`): its hourly runs at its
+    time, then its days and attributes, every run tagged with its id; refused
+    (plans.PlanRefused) when it no longer describes what would run."""
+    plan = plan_to_apply(settings, plan_id, instance=instance)
+    echo(f"applying plan {plan_id}: {len(plan.hours)} load hour(s), {len(plan.days)} event day(s)")
+    tags = {APPLIED_PLAN_TAG: plan_id}
+    if plan.restated_days is None:
+        return run_until(plan.until, instance=instance, echo=echo, tags=tags)
+    first, last = plan.restated_days
+    return backfill(first, last, instance=instance, echo=echo, now=plan.until, tags=tags)

@@ -126,8 +126,9 @@ def hourly_assets(context: AssetExecutionContext, warehouse: WarehouseResource):
                 f"{len(failed)} load hour(s) would hold an event_id twice within dedupe_lookback_days or a null "
                 f"one, so nothing was written: {'; '.join(failed[:5])}. The hours stay FAILED until resolved "
                 "(`incremental-assets manifest resolve`) once the cause is found (docs/operations.md, Checks)")
-        _add_hour_metadata(context, figures_by_hour(window.start, window.end, kept=results.kept,
-                                                     rejected=results.rejected, filtered=results.filtered))
+        figures = figures_by_hour(window.start, window.end, read=results.read, kept=results.kept,
+                                  rejected=results.rejected, filtered=results.filtered)
+        _add_hour_metadata(context, figures)
         state = run_state_metadata(context, warehouse.settings)
         settings = settings_metadata(warehouse.settings)
         on_last_partition(context, {**settings, **schema_metadata(results.kept)}, BASE_EVENTS)
@@ -138,7 +139,9 @@ def hourly_assets(context: AssetExecutionContext, warehouse: WarehouseResource):
         on_last_partition(context, {**settings, **schema_metadata(results.filtered)}, FILTERED_EVENTS)
         # The record of the hours (the IO manager adds the window: what was processed, between which
         # limits) says why the run processed them.
-        payload = {"limits": context.run.tags.get(RUN_LIMITS_TAG, "manual run")}
+        # The source rows it read: the cost model's (`planning.estimates`).
+        payload = {"limits": context.run.tags.get(RUN_LIMITS_TAG, "manual run"),
+                   "source_rows": sum(f.read for f in figures.values())}
         yield Output(TableOutput(results.kept, claim, completes=False, rows=base_replaced, before=[
             TableWrite(EVENT_COPIES, results.copies, "replace_range", range_column="load_tstamp",
                        partition_by=["load_date"]),

@@ -1,5 +1,6 @@
 """hourly_load_sensor: watch the source (its Delta log: no Spark) and launch one ranged run of
 hourly_job for the oldest load hours whose data differs from what they were processed from.
+Each run applies the first range of a plan the sensor records (`plans`), named by its tags.
 
 Which hours run is `progress.plan_load_hours`, the rule `incremental-assets run` uses too; the
 truth is the ledger of processed hours, so the sensor keeps no cursor.
@@ -28,6 +29,7 @@ from dagster._core.execution.backfill import BulkActionStatus  # not exported at
 from incremental_assets.automation.jobs import hourly_job
 from incremental_assets.automation.status import SENSOR_STATUS
 from incremental_assets.names import (
+    APPLIED_PLAN_TAG,
     DATA_VERSION_TAG,
     HOURLY_ASSETS,
     RANGE_END_TAG,
@@ -41,6 +43,7 @@ from incremental_assets.names import (
 )
 from incremental_assets.partitions import LOAD_SETTINGS
 from incremental_assets.planning.hours import hour_key, hour_keys, hours_between
+from incremental_assets.plans import due_plan, record_plan
 from incremental_assets.progress import first_load_hour, plan_load_hours
 from incremental_assets.settings import parse_utc_datetime
 from incremental_assets.sources.load_hours import source_snapshot
@@ -99,10 +102,14 @@ def hourly_run_request(warehouse: WarehouseResource, *, now: datetime, instance)
         return SensorResult(skip_reason=SkipReason(
             f"load hours {first} .. {last} were already launched with this data and manifest "
             f"(run key {run_key!r}); waiting for new data or a manifest change"))
+    # The run carries out the first range of a plan, recorded as `incremental-assets plan` records
+    # its own: its id on the run names every hour and day due with why, and the estimate.
+    shown = due_plan(settings, now, manifest=manifest, snapshot=snapshot, due=plan.hours)
+    record_plan(settings, shown, now)
     return SensorResult(run_requests=[RunRequest(run_key=run_key, tags={
         RANGE_START_TAG: first, RANGE_END_TAG: last, RUN_STATE_TAG: plan.state.name,
         RUN_LIMITS_TAG: plan.limits(start, end).describe(), REASON_TAG: plan.reason(),
-        SOURCE_VERSION_TAG: str(snapshot.version),
+        SOURCE_VERSION_TAG: str(snapshot.version), APPLIED_PLAN_TAG: shown.plan_id,
     })], asset_events=source_observations(snapshot, [*hours_between(start, end), *plan.hours.due,
                                                      *plan.hours.deferred, *plan.hours.waiting]))
 

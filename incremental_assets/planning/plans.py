@@ -17,6 +17,9 @@ from datetime import date, datetime
 
 from incremental_assets.planning.hours import hour_key
 
+DUE = "due"  # the trigger of what reconciliation finds due
+RESTATE = "restate"  # the trigger of a restatement: "restate FIRST..LAST"
+
 
 @dataclass(frozen=True)
 class PlannedHour:
@@ -54,6 +57,14 @@ class Plan:
             "days": [[d.day.isoformat(), d.reason] for d in self.days],
         }
         return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:12]
+
+    @property
+    def restated_days(self) -> tuple[date, date] | None:
+        """The load days (first, last) a restatement restates; None for due work."""
+        if not self.trigger.startswith(f"{RESTATE} "):
+            return None
+        first, last = self.trigger.removeprefix(f"{RESTATE} ").split("..")
+        return date.fromisoformat(first), date.fromisoformat(last)
 
     @property
     def rows(self) -> int | None:

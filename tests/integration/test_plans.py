@@ -10,9 +10,11 @@ from collections import Counter
 import pytest
 from dagster import DagsterInstance
 
-from incremental_assets import cli, plans
-from incremental_assets.names import HOUR_LEDGER
+from incremental_assets import cli, plans, runner
+from incremental_assets.names import BASE_EVENTS, HOUR_LEDGER
+from incremental_assets.planning.processing_manifest import State
 from incremental_assets.settings import Settings
+from resources.manifest import ManifestStore
 from tests.delta_reads import read_table
 from tests.differential import hostile, reference
 from tests.differential.hostile import at
@@ -32,6 +34,13 @@ def hours_written_by(settings: Settings, report) -> set[dt.datetime]:
     ledger = read_table(settings.table_path(HOUR_LEDGER)).to_pylist()
     return {row["load_hour_tstamp"].astimezone(dt.UTC) for row in ledger
             if row["run_id"] in run_ids and row["source_fingerprint"]}
+
+
+def source_rows_read(settings: Settings, report) -> dict[str, int]:
+    """Per hourly run of the report, the source rows its PROCESSED records say it read."""
+    run_ids = {run.run_id for run in report.runs if run.job == "hourly_job"}
+    return {r.run_id: r.payload["source_rows"] for r in ManifestStore.of(settings).records()
+            if r.run_id in run_ids and r.state is State.PROCESSED and r.item_id.startswith(f"{BASE_EVENTS}/")}
 
 
 def source_rows_by_hour(rows: list[dict]) -> Counter:
@@ -62,15 +71,17 @@ def test_a_plan_lists_what_its_apply_runs_and_is_refused_once_the_source_moves(s
     # Rows land in old and new hours (a source commit): the plan is refused, saying why.
     source.land_until(at(3, 11))
     with pytest.raises(plans.PlanRefused, match=r"source at version \d+, planned at \d+: plan again"):
-        plans.apply_plan(settings, plan_id, instance=instance, echo=quiet)
+        runner.apply_plan(settings, plan_id, instance=instance, echo=quiet)
 
     # Planned again, applied: the hours it processes are the hours listed, no more, no fewer.
     plan = plans.make_plan(settings, at(3, 11))
     plans.record_plan(settings, plan, at(3, 11))
-    report = plans.apply_plan(settings, plan.plan_id, instance=instance, echo=quiet)
+    report = runner.apply_plan(settings, plan.plan_id, instance=instance, echo=quiet)
     assert report.success, report.runs
     assert hours_written_by(settings, report) == {h.hour for h in plan.hours}
     assert set(plan.days) and {d.day for d in plan.days} <= set(report.rebuilt_days)
+    # Each hourly step records the source rows it read (the cost model's rows): the plan's, in all.
+    assert sum(source_rows_read(settings, report).values()) == plan.rows
 
     # Late rows land in hours processed already: they are planned as changed, with their rows.
     source.land_until(at(11))
@@ -90,9 +101,9 @@ def test_a_plan_lists_what_its_apply_runs_and_is_refused_once_the_source_moves(s
     # A settings change between plan and apply refuses it too.
     monkeypatch.setenv("INCREMENTAL_EVENT_NAMES", "page_view")
     with pytest.raises(plans.PlanRefused, match="settings changed"):
-        plans.apply_plan(Settings.load(), restated.plan_id, instance=instance, echo=quiet)
+        runner.apply_plan(Settings.load(), restated.plan_id, instance=instance, echo=quiet)
     monkeypatch.delenv("INCREMENTAL_EVENT_NAMES")
-    report = plans.apply_plan(settings, restated.plan_id, instance=instance, echo=quiet)
+    report = runner.apply_plan(settings, restated.plan_id, instance=instance, echo=quiet)
     assert report.success, report.runs
     assert set(report.rebuilt_days) == {d.day for d in restated.days}
     assert {h.hour for h in restated.hours if h.rows} <= hours_written_by(settings, report) <= {

@@ -17,9 +17,17 @@ from dagster import DagsterEventType, DagsterRunStatus, build_sensor_context, in
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 from deltalake import DeltaTable, write_deltalake
 
+from incremental_assets import plans
 from incremental_assets.automation import hourly_sensor, late_days_sensors
 from incremental_assets.definitions import defs, warehouse
-from incremental_assets.names import HOUR_LEDGER, HOURLY_ASSETS, PLAN_TAG, RANGE_END_TAG, RANGE_START_TAG
+from incremental_assets.names import (
+    APPLIED_PLAN_TAG,
+    HOUR_LEDGER,
+    HOURLY_ASSETS,
+    PLAN_TAG,
+    RANGE_END_TAG,
+    RANGE_START_TAG,
+)
 from incremental_assets.planning.processing_manifest import State
 from incremental_assets.settings import Settings
 from incremental_assets.sources.load_hours import file_hours, holds_no_load_time, source_snapshot
@@ -113,6 +121,10 @@ def test_new_hours_run_once_and_hours_whose_files_change_run_again_however_old(e
     request = first.run_requests[0]
     assert request.tags["incremental/run_state"] == "FIRST_RUN"
     assert "new data in 4 hour(s) from 2026-01-05-00:00" in request.tags["incremental/reason"]
+    # The run applies a plan the sensor recorded: every hour due with why and its source rows.
+    shown = plans.recorded_plan(Settings.load(), request.tags[APPLIED_PLAN_TAG])
+    assert [(h.hour, h.reason, h.rows) for h in shown.hours] == [(at(h), "new", 1) for h in range(4)]
+    assert shown.until == at(4.5) and [d.day for d in shown.days] == [DAY.date()]
     # Nothing processed yet, nothing new: the same request again is dropped by its run key.
     assert tick(instance, monkeypatch, at(4.6)).run_requests[0].run_key == request.run_key
 
@@ -132,6 +144,8 @@ def test_new_hours_run_once_and_hours_whose_files_change_run_again_however_old(e
     rerun = tick(instance, monkeypatch, at(9.3))
     assert hours_of(rerun) == (key(at(1)), key(at(1)))
     assert "changed in 1 hour(s) from 2026-01-05-01:00" in rerun.run_requests[0].tags["incremental/reason"]
+    shown = plans.recorded_plan(Settings.load(), rerun.run_requests[0].tags[APPLIED_PLAN_TAG])
+    assert [(h.hour, h.reason, h.rows) for h in shown.hours] == [(at(1), "changed", 2)]
 
     # The source asset is observed for the hours each request launches, the hour's
     # fingerprint its data version: the hour whose files changed has a new one.

@@ -14,7 +14,9 @@ def _at(hours: float) -> datetime:
     return (START + timedelta(hours=hours)).replace(tzinfo=None)  # the session runs in UTC
 
 
-def test_each_hour_gets_its_own_kept_rejected_and_filtered_counts(spark):
+def test_each_hour_gets_its_own_read_kept_rejected_and_filtered_counts(spark):
+    # Read rows count in the hour of their load time: collector_tstamp where load_tstamp is null.
+    read = [(f"r{i}", _at(h), _at(h)) for i, h in enumerate([0.1, 0.2, 0.3, 0.9, 2.5])] + [("r5", None, _at(2.6))]
     kept = [(f"k{i}", _at(h)) for i, h in enumerate([0.1, 0.2, 0.9, 2.5])]
     rejected = [(_at(h).replace(minute=0), reason) for h, reason in
                 [(0, "late_sent"), (0, "late_sent"), (0, "null_event_id"), (2, "late_sent")]]
@@ -23,6 +25,7 @@ def test_each_hour_gets_its_own_kept_rejected_and_filtered_counts(spark):
                                              (-30, date(2026, 1, 3))]]  # an earlier hour's row brought back
     figures = figures_by_hour(
         START, END,
+        read=spark.createDataFrame(read, "event_id string, load_tstamp timestamp, collector_tstamp timestamp"),
         kept=spark.createDataFrame(kept, "event_id string, load_tstamp timestamp"),
         rejected=spark.createDataFrame(rejected, "load_hour_tstamp timestamp, reject_reason string"),
         filtered=spark.createDataFrame(filtered, "load_tstamp timestamp, event_date date"))
@@ -32,6 +35,8 @@ def test_each_hour_gets_its_own_kept_rejected_and_filtered_counts(spark):
     expected = {h: HourFigures() for h in hour}
     for _, loaded in kept:
         expected[loaded.replace(minute=0, tzinfo=timezone.utc)].kept += 1
+    for _, loaded, collected in read:
+        expected[(loaded or collected).replace(minute=0, tzinfo=timezone.utc)].read += 1
     for loaded, reason in rejected:
         counts = expected[loaded.replace(tzinfo=timezone.utc)].rejected
         counts[reason] = counts.get(reason, 0) + 1
