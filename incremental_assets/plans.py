@@ -20,9 +20,14 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import write_deltalake
 
-from incremental_assets.ledger import days_loaded_by_hour, late_days
+from incremental_assets.ledger import days_loaded_by_hour, late_days, recorded_attribute_keys
 from incremental_assets.names import PLANS
-from incremental_assets.planning.estimates import describe_duration, estimated_seconds, fit_step_cost
+from incremental_assets.planning.estimates import (
+    describe_duration,
+    estimated_seconds,
+    fit_step_cost,
+    unknown_fixed_part,
+)
 from incremental_assets.planning.hours import HOUR, hour_key, hours_between
 from incremental_assets.planning.plans import (
     DUE,
@@ -30,6 +35,7 @@ from incremental_assets.planning.plans import (
     Plan,
     PlannedDay,
     PlannedHour,
+    attribute_changes,
     hour_reasons,
     why_plan_moved,
     widened_days,
@@ -114,9 +120,11 @@ def _plan(settings: Settings, now: datetime, trigger: str, reasons: dict[datetim
     runs = _runs(sorted(reasons), settings.max_hours_per_run)
     planned_rows = None if rows is None else sum(rows.values())
     estimate = None if cost is None else estimated_seconds(cost, hours=len(hours), rows=planned_rows, runs=runs)
+    note = None if cost is None else unknown_fixed_part(cost, hours=len(hours), runs=runs)
+    attributes = attribute_changes(recorded_attribute_keys(settings), {d.key for d in settings.declared_attributes()})
     return Plan(trigger=trigger, until=now, source_version=None if snapshot is None else snapshot.version,
                 settings_digest=settings_digest(settings), hours=hours, days=days, runs=runs,
-                estimate_seconds=estimate)
+                estimate_seconds=estimate, attributes=attributes, estimate_note=note)
 
 
 def _runs(hours: list[datetime], max_hours_per_run: int) -> int:
@@ -134,15 +142,28 @@ DAYS_SHOWN = 12
 
 
 def describe(plan: Plan, *, full: bool = False) -> str:
-    """The plan in words: its id, what it depends on, every hour and day with why, the cost."""
-    rows = "rows unknown (a Parquet source has no statistics)" if plan.rows is None else f"{plan.rows} source row(s)"
+    """The plan in words: its id, what it depends on, every hour and day with why, the cost,
+    the declared attributes recomputed."""
     lines = [f"plan {plan.plan_id}: {plan.trigger} at {plan.until:%Y-%m-%d %H:%M} UTC; source version "
              f"{plan.source_version}, settings {plan.settings_digest}"]
-    if not plan.hours:
+    if not plan.hours and not plan.attributes:
         lines.append("  nothing to run")
         return "\n".join(lines)
+    if plan.hours:
+        lines += _hours_and_days(plan, full)
+    if plan.attributes:
+        lines.append("  attributes: the declared attributes changed")
+        lines += [f"    {change}" for change in plan.attributes]
+    lines.append(f"  apply it: incremental-assets apply {plan.plan_id}")
+    return "\n".join(lines)
+
+
+def _hours_and_days(plan: Plan, full: bool) -> list[str]:
+    rows = "rows unknown (a Parquet source has no statistics)" if plan.rows is None else f"{plan.rows} source row(s)"
+    lines: list[str] = []
     cost = ("no hourly step recorded yet to estimate from" if plan.estimate_seconds is None
-            else describe_duration(plan.estimate_seconds) + " at the hourly step's recorded cost")
+            else describe_duration(plan.estimate_seconds) + " at the hourly step's recorded cost"
+            + (f" ({plan.estimate_note})" if plan.estimate_note else ""))
     lines.append(f"  hourly assets: {len(plan.hours)} load hour(s), {hour_key(plan.hours[0].hour)} .. "
                  f"{hour_key(plan.hours[-1].hour)}, {rows}, in {plan.runs} run(s); {cost}")
     by_reason: dict[str, list[PlannedHour]] = {}
@@ -160,16 +181,17 @@ def describe(plan: Plan, *, full: bool = False) -> str:
     if len(shown) < len(plan.days):
         lines.append(f"    ... {len(plan.days) - len(shown)} more (--full lists every day and hour)")
     lines += [f"    {d.day}  {d.reason}" for d in shown[DAYS_SHOWN // 2:]]
-    lines.append(f"  apply it: incremental-assets apply {plan.plan_id}")
-    return "\n".join(lines)
+    return lines
 
 
 def as_json(plan: Plan) -> str:
     return json.dumps({
         "trigger": plan.trigger, "until": plan.until.isoformat(), "source_version": plan.source_version,
         "settings_digest": plan.settings_digest, "runs": plan.runs, "estimate_seconds": plan.estimate_seconds,
+        "estimate_note": plan.estimate_note,
         "hours": [[h.hour.isoformat(), h.reason, h.rows] for h in plan.hours],
-        "days": [[d.day.isoformat(), d.reason] for d in plan.days]}, sort_keys=True)
+        "days": [[d.day.isoformat(), d.reason] for d in plan.days], "attributes": list(plan.attributes)},
+        sort_keys=True)
 
 
 def from_json(text: str) -> Plan:
@@ -178,7 +200,8 @@ def from_json(text: str) -> Plan:
                 source_version=data["source_version"], settings_digest=data["settings_digest"],
                 hours=tuple(PlannedHour(datetime.fromisoformat(h), reason, rows) for h, reason, rows in data["hours"]),
                 days=tuple(PlannedDay(date.fromisoformat(d), reason) for d, reason in data["days"]),
-                runs=data["runs"], estimate_seconds=data["estimate_seconds"])
+                runs=data["runs"], estimate_seconds=data["estimate_seconds"],
+                attributes=tuple(data.get("attributes", ())), estimate_note=data.get("estimate_note"))
 
 
 def record_plan(settings: Settings, plan: Plan, now: datetime) -> None:

@@ -3,7 +3,9 @@
 A step's cost is fitted as a fixed part per run (start, claims, commits), a part per load hour
 (each hour's bookkeeping: claims, events, ledger rows; an empty hour costs it too) and a part
 per source row, by least squares over the recent steps' (hours, rows, seconds), every part
-non-negative. Pure: the samples come from the manifest (`progress.hourly_step_samples`).
+non-negative. Steps of one size cannot tell the fixed part from the part per hour: an estimate
+for runs of another size then says so, with its upper bound. Pure: the samples come from the
+manifest (`progress.hourly_step_samples`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ class StepCost:
     seconds_per_row: float
     rows_per_hour: float  # the samples' average: the rows of work whose rows are unknown
     steps: int  # how many recorded steps the fit is from
+    step_hours: tuple[int, ...] = ()  # the sizes (load hours) of the recorded steps
+    longest_step_seconds: float = 0.0
 
     def describe(self) -> str:
         return (f"{self.fixed_seconds:.0f} s a run + {self.seconds_per_hour:.2f} s a load hour + "
@@ -95,7 +99,9 @@ def fit_step_cost(samples: Sequence[StepSample]) -> StepCost | None:
     rows = sum(s.rows or 0 for s in samples)
     return StepCost(fixed_seconds=coefficients.get(FIXED, 0.0), seconds_per_hour=coefficients.get(PER_HOUR, 0.0),
                     seconds_per_row=coefficients.get(PER_ROW, 0.0),
-                    rows_per_hour=rows / sum(s.hours for s in samples) if with_rows else 0.0, steps=len(samples))
+                    rows_per_hour=rows / sum(s.hours for s in samples) if with_rows else 0.0, steps=len(samples),
+                    step_hours=tuple(sorted({s.hours for s in samples})),
+                    longest_step_seconds=max(s.seconds for s in samples))
 
 
 def estimated_seconds(cost: StepCost, *, hours: int, rows: int | None, runs: int) -> float:
@@ -105,6 +111,15 @@ def estimated_seconds(cost: StepCost, *, hours: int, rows: int | None, runs: int
         return 0.0
     rows = hours * cost.rows_per_hour if rows is None else rows
     return runs * cost.fixed_seconds + hours * cost.seconds_per_hour + rows * cost.seconds_per_row
+
+
+def unknown_fixed_part(cost: StepCost, *, hours: int, runs: int) -> str | None:
+    """Why the estimate may be low, or None: steps of one size only were recorded (a fixed part
+    per run cannot be told from a part per hour), and the work runs in steps of another size."""
+    if len(cost.step_hours) != 1 or runs <= 0 or math.isclose(hours / runs, cost.step_hours[0]):
+        return None
+    return (f"only steps of {cost.step_hours[0]} load hour(s) recorded, so the fixed part of a run is not known "
+            f"yet: up to {describe_duration(runs * cost.longest_step_seconds).removeprefix('about ')}")
 
 
 def runs_for(hours: int, max_hours_per_run: int) -> int:

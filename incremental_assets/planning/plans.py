@@ -44,6 +44,8 @@ class Plan:
     days: tuple[PlannedDay, ...]  # oldest first
     runs: int  # about: one per contiguous stretch of hours, cut at max_hours_per_run
     estimate_seconds: float | None  # None: no recorded step to estimate from
+    attributes: tuple[str, ...] = ()  # declared attributes recomputed for every user, each with why
+    estimate_note: str | None = None  # why the estimate may be off (`estimates.unknown_fixed_part`)
 
     @property
     def plan_id(self) -> str:
@@ -55,6 +57,7 @@ class Plan:
             "settings": self.settings_digest,
             "hours": [[h.hour.isoformat(), h.reason] for h in self.hours],
             "days": [[d.day.isoformat(), d.reason] for d in self.days],
+            **({"attributes": list(self.attributes)} if self.attributes else {}),
         }
         return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:12]
 
@@ -90,6 +93,8 @@ def why_plan_moved(planned: Plan, current: Plan) -> str | None:
         return f"the closure changed since the plan ({'; '.join(parts)}): plan again"
     if planned.days != current.days:
         return "the event days to rebuild changed since the plan: plan again"
+    if planned.attributes != current.attributes:
+        return "the declared attributes to recompute changed since the plan: plan again"
     return None
 
 
@@ -121,3 +126,21 @@ def widened_days(hours: dict[datetime, str], days_loaded: dict[datetime, set[dat
             reasons.setdefault(day, f"widened from load day {hour.date()}: rows of load hour {hour_key(hour)} "
                                     "landed on it when it last ran (late rows, sessions crossing midnight)")
     return tuple(PlannedDay(day, reasons[day]) for day in sorted(reasons))
+
+
+def attribute_changes(recorded: set[str] | None, declared: set[str]) -> tuple[str, ...]:
+    """The declared attributes (keys `name@version`) an attributes run recomputes for every
+    user, and those it drops, each with why: added, changed (a new version), removed. None
+    recorded (no attributes table yet): the first run computes them all, nothing to say."""
+    if recorded is None:
+        return ()
+    old = {_attribute_name(k): k for k in recorded - declared}
+    new = {_attribute_name(k): k for k in declared - recorded}
+    lines = [f"{new[n]} changed from {old[n]}: recomputed for every user" for n in sorted(old.keys() & new.keys())]
+    lines += [f"{new[n]} added: computed for every user" for n in sorted(new.keys() - old.keys())]
+    lines += [f"{old[n]} removed: its column dropped" for n in sorted(old.keys() - new.keys())]
+    return tuple(lines)
+
+
+def _attribute_name(key: str) -> str:
+    return key.rpartition("@")[0]

@@ -11,8 +11,9 @@ import pytest
 from dagster import DagsterInstance
 
 from incremental_assets import cli, plans, runner
-from incremental_assets.names import BASE_EVENTS, HOUR_LEDGER
+from incremental_assets.names import APPLIED_PLAN_TAG, ATTRIBUTES, BASE_EVENTS, HOUR_LEDGER
 from incremental_assets.planning.processing_manifest import State
+from incremental_assets.progress import current_snapshot
 from incremental_assets.settings import Settings
 from resources.manifest import ManifestStore
 from tests.delta_reads import read_table
@@ -80,6 +81,8 @@ def test_a_plan_lists_what_its_apply_runs_and_is_refused_once_the_source_moves(s
     assert report.success, report.runs
     assert hours_written_by(settings, report) == {h.hour for h in plan.hours}
     assert set(plan.days) and {d.day for d in plan.days} <= set(report.rebuilt_days)
+    # Every run it launched carries the plan's id.
+    assert {instance.get_run_by_id(run.run_id).tags[APPLIED_PLAN_TAG] for run in report.runs} == {plan.plan_id}
     # Each hourly step records the source rows it read (the cost model's rows): the plan's, in all.
     assert sum(source_rows_read(settings, report).values()) == plan.rows
 
@@ -98,8 +101,14 @@ def test_a_plan_lists_what_its_apply_runs_and_is_refused_once_the_source_moves(s
     assert [d.day for d in restated.days if d.reason.startswith("widened")] == [at(1).date()], restated.days
     plans.record_plan(settings, restated, at(3, 11))
 
-    # A settings change between plan and apply refuses it too.
+    # A settings change between plan and apply refuses it too; planned under the new settings
+    # (before the code location uses them), every processed hour the source's files hold is due,
+    # "rules changed".
     monkeypatch.setenv("INCREMENTAL_EVENT_NAMES", "page_view")
+    reshaped = plans.make_plan(Settings.load(), at(3, 11))
+    processed = {row["load_hour_tstamp"].astimezone(dt.UTC) for row in read_table(settings.table_path(HOUR_LEDGER)).to_pylist()}
+    in_files = set(current_snapshot(settings, at(3, 11)).fingerprints)
+    assert {h.hour for h in reshaped.hours if h.reason == "rules changed"} == processed & in_files
     with pytest.raises(plans.PlanRefused, match="settings changed"):
         runner.apply_plan(Settings.load(), restated.plan_id, instance=instance, echo=quiet)
     monkeypatch.delenv("INCREMENTAL_EVENT_NAMES")
@@ -108,3 +117,22 @@ def test_a_plan_lists_what_its_apply_runs_and_is_refused_once_the_source_moves(s
     assert set(report.rebuilt_days) == {d.day for d in restated.days}
     assert {h.hour for h in restated.hours if h.rows} <= hours_written_by(settings, report) <= {
         h.hour for h in restated.hours}
+
+    # Attributes declared before they are applied: the plan names them beside the hours still
+    # due (the late rows above), and its apply computes them (then none is left to plan).
+    declaration = tmp_path / "attributes.yml"
+    declaration.write_text("attributes:\n"
+                           "  - {name: page_views, aggregation: count, events: [page_view]}\n"
+                           "  - {name: last_event, aggregation: last, property: event_name}\n")
+    monkeypatch.setenv("INCREMENTAL_ATTRIBUTES_FILE", str(declaration))
+    declared = Settings.load()
+    keys = sorted(d.key for d in declared.declared_attributes())
+    added = plans.make_plan(declared, at(3, 11))
+    assert added.attributes == tuple(
+        f"{key} added: computed for every user" for key in sorted(keys, key=lambda k: k.rpartition("@")[0]))
+    assert "attributes: the declared attributes changed" in plans.describe(added)
+    plans.record_plan(declared, added, at(3, 11))
+    report = runner.apply_plan(declared, added.plan_id, instance=instance, echo=quiet)
+    assert report.success and report.runs[-1].job == "attributes_job", report.runs
+    assert {"page_views", "last_event"} <= set(read_table(declared.table_path(ATTRIBUTES)).column_names)
+    assert plans.make_plan(declared, at(3, 11)).attributes == ()

@@ -11,6 +11,7 @@ from incremental_assets.planning.estimates import (
     estimated_seconds,
     fit_step_cost,
     runs_for,
+    unknown_fixed_part,
 )
 
 
@@ -79,3 +80,13 @@ def test_durations_read_as_people_say_them():
     assert describe_duration(40) == "about 40 s"
     assert describe_duration(600) == "about 10 min"
     assert describe_duration(4 * 3600) == "about 4.0 h"
+
+
+def test_an_estimate_for_runs_of_another_size_than_the_only_one_recorded_says_it_may_be_low():
+    # One backfill of 72 hours recorded: a run of one hour may cost anything up to that run.
+    cost = fit_step_cost(samples((72, 80_000, 20.0)))
+    assert estimated_seconds(cost, hours=72, rows=80_000, runs=1) == pytest.approx(20.0)  # the same size: exact
+    assert unknown_fixed_part(cost, hours=72, runs=1) is None
+    assert unknown_fixed_part(cost, hours=1, runs=1) == (
+        "only steps of 72 load hour(s) recorded, so the fixed part of a run is not known yet: up to 20 s")
+    assert unknown_fixed_part(fit_step_cost(samples((72, 80_000, 20.0), (1, 900, 6.0))), hours=1, runs=1) is None

@@ -2,7 +2,15 @@
 
 from datetime import date, datetime, timedelta, timezone
 
-from incremental_assets.planning.plans import Plan, PlannedDay, PlannedHour, hour_reasons, why_plan_moved, widened_days
+from incremental_assets.planning.plans import (
+    Plan,
+    PlannedDay,
+    PlannedHour,
+    attribute_changes,
+    hour_reasons,
+    why_plan_moved,
+    widened_days,
+)
 
 H0 = datetime(2026, 3, 2, 22, tzinfo=timezone.utc)
 HOUR = timedelta(hours=1)
@@ -19,8 +27,9 @@ def test_the_id_follows_what_the_plan_depends_on_and_does_not_its_estimate():
     assert plan().plan_id == plan(estimate_seconds=99.0, runs=3).plan_id
     ids = {plan().plan_id, plan(source_version=810).plan_id, plan(settings_digest="s2").plan_id,
            plan(hours=plan().hours[:1]).plan_id, plan(trigger="restate 2026-03-02..2026-03-02").plan_id,
-           plan(days=()).plan_id, plan(until=H0 + 4 * HOUR).plan_id}
-    assert len(ids) == 7
+           plan(days=()).plan_id, plan(until=H0 + 4 * HOUR).plan_id,
+           plan(attributes=("visits@2 added: computed for every user",)).plan_id}
+    assert len(ids) == 8
 
 
 def test_a_moved_source_settings_or_closure_is_named():
@@ -48,3 +57,16 @@ def test_days_widen_to_where_an_hours_rows_landed_each_with_why():
     assert reasons[date(2026, 3, 2)] == "restated"
     assert reasons[date(2026, 3, 1)].startswith("widened from load day 2026-03-02: rows of load hour 2026-03-02-22:00")
     assert reasons[date(2026, 2, 27)].startswith("due now")
+
+
+def test_declared_attributes_added_changed_and_removed_are_each_named():
+    recorded = {"visits@a1", "revenue@b1", "country@c1"}
+    declared = {"visits@a1", "revenue@b2", "first_page@d1"}
+    assert attribute_changes(recorded, declared) == (
+        "revenue@b2 changed from revenue@b1: recomputed for every user",
+        "first_page@d1 added: computed for every user",
+        "country@c1 removed: its column dropped")
+    assert attribute_changes(recorded, recorded) == ()
+    assert attribute_changes(None, declared) == ()  # no attributes table yet: the first run computes them all
+    moved = why_plan_moved(plan(), plan(attributes=attribute_changes(recorded, declared)))
+    assert moved == "the declared attributes to recompute changed since the plan: plan again"
