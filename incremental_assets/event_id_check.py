@@ -51,18 +51,19 @@ class PendingWrite:
     replaced: Sequence[RowRange] = ()
 
 
-def copies_once_written(warehouse: WarehouseResource, window: tuple[datetime, datetime],
+def copies_once_written(warehouse: WarehouseResource, window_rows: RowRange,
                         writes: Sequence[PendingWrite], *, few_rows: bool = True) -> dict[str, dict[datetime, dict[str, int]]]:
     """Per table and load hour of the window: the counts the tables will show once the writes
     are done (rows checked, duplicate event_ids, null event_ids), computed before them, in one
-    query. Hours without rows have none. `few_rows`: the window's rows are few enough to
-    broadcast their ids (an hour's are; a week's backfill at 10M events is not)."""
-    start, end = window
+    query. `window_rows`: the window's rows the writes replace (a catch-up run's: its apps').
+    Hours without rows have none. `few_rows`: the window's rows are few enough to broadcast
+    their ids (an hour's are; a week's backfill at 10M events is not)."""
+    start, end = window = window_rows.start, window_rows.end
     lookback, tables = warehouse.settings.dedupe_lookback, warehouse.tables
-    near, in_window = RowRange("load_tstamp", start - lookback, end + lookback), RowRange("load_tstamp", start, end)
+    near, in_window = RowRange("load_tstamp", start - lookback, end + lookback), window_rows
     compared = None
     for write in writes:
-        keys = sorted({r.key for r in write.replaced if r.key} - {"event_id"})
+        keys = sorted({r.key for r in [in_window, *write.replaced] if r.key} - {"event_id"})
         columns = ["event_id", "load_tstamp", *keys]
         stored = (tables.read_range(write.table, "load_tstamp", near.start, near.end, columns=columns)
                   if tables.exists(write.table) else

@@ -29,6 +29,7 @@ from pyspark.sql import functions as F
 
 from incremental_assets.erasure import erased_ids
 from incremental_assets.names import BASE_EVENTS, EVENT_COPIES, FILTERED_EVENTS, LIFECYCLE, SESSIONS_TO_REFILTER
+from incremental_assets.planning.app_units import joined
 from incremental_assets.planning.hours import floor_hour, hours_between
 from incremental_assets.planning.reconcile import RUN_AGAIN
 from incremental_assets.skipped_hours import skipped_hours
@@ -68,7 +69,7 @@ LIFECYCLE_SCHEMA = ("domain_sessionid string, domain_userid string, user_id stri
                     "quarantined_at timestamp")
 REFILTER_SCHEMA = "domain_sessionid string, changed_from timestamp, append_id string"
 LEDGER_SCHEMA = ("load_hour_tstamp timestamp, source_fingerprint string, rules_digest string, "
-                 "processed_at timestamp, run_id string, source_version long")
+                 "processed_at timestamp, run_id string, source_version long, app_ids string")
 COPIES_SCHEMA = ("event_id string, load_tstamp timestamp, collector_tstamp timestamp, copy_hash long, "
                  "domain_sessionid string")
 
@@ -96,13 +97,22 @@ class HourlyResults:
     counts_range: tuple[datetime, datetime | None]  # load hours whose filtered counts are recomputed (None: on)
     few_rows: bool  # the window's valid copies are few enough to broadcast (their keys, their ids)
     revived: tuple[datetime, ...] = ()  # later load hours whose copies are decided again: run again
+    app_ids: tuple[str, ...] | None = None  # a catch-up run's apps (None: every app's rows of the window)
     materialized: list[DataFrame] = field(default_factory=list)  # released once written
     facts: dict = field(default_factory=dict)  # for metadata: scan_from, counts of changes
 
     @property
     def counts_from_window_rows(self) -> bool:
-        """Only the window's rows changed: its counts come from the rows in hand."""
-        return not self.dominated.values and not self.changed.values
+        """Only the window's rows changed, all of them in hand: its counts come from them (a
+        catch-up run holds one app's rows: the counts are read back)."""
+        return not self.dominated.values and not self.changed.values and self.app_ids is None
+
+    @property
+    def window_rows(self) -> RowRange:
+        """The rows of the window a write replaces: all of them, or a catch-up run's apps'."""
+        if self.app_ids is None:
+            return RowRange("load_tstamp", self.start, self.end)
+        return RowRange("load_tstamp", self.start, self.end, key="app_id", values=self.app_ids)
 
 
 def _read_or_empty(warehouse: WarehouseResource, name: str, schema, column: str | None = None, start=None,
@@ -117,7 +127,11 @@ def _read_or_empty(warehouse: WarehouseResource, name: str, schema, column: str 
     return tables.read_range(name, column, start, end, columns=columns)
 
 
-def compute(warehouse: WarehouseResource, start: datetime, end: datetime) -> HourlyResults:
+def compute(warehouse: WarehouseResource, start: datetime, end: datetime,
+            app_ids: tuple[str, ...] | None = None) -> HourlyResults:
+    """The window's results; with `app_ids`, a catch-up run (planning.app_units): the rows of
+    those apps alone are processed and replaced (an app no longer declared has none: its rows
+    go), the other apps' rows of the window stay as they are."""
     settings, tables = warehouse.settings, warehouse.tables
     lookback = settings.dedupe_lookback
     snapshot = source_snapshot(settings.source, start, end)
@@ -129,7 +143,10 @@ def compute(warehouse: WarehouseResource, start: datetime, end: datetime) -> Hou
     validated = validate(rows, days_late_allowed=settings.days_late_allowed,
                          allow_null_dvce_tstamps=settings.allow_null_dvce_tstamps, app_ids=settings.app_ids)
     validated = ValidatedRows(materialized(validated.checked))  # the source is read once
-    valid, rejected = validated.valid, validated.rejected
+    # The copies index of the window is every selected app's (a catch-up run writes it whole).
+    all_valid = validated.valid
+    in_apps = F.lit(True) if app_ids is None else F.col("app_id").isin(list(app_ids))
+    valid, rejected = all_valid.where(in_apps), validated.rejected.where(in_apps)
 
     # Dedupe (rules 3): against the copies recorded before the window; then the stored copies
     # after it that the window's kept copies dominate.
@@ -149,7 +166,7 @@ def compute(warehouse: WarehouseResource, start: datetime, end: datetime) -> Hou
     # dropped later copies, which must be decided again: their load hours run again.
     recorded = _read_or_empty(warehouse, EVENT_COPIES, COPIES_SCHEMA, "load_tstamp", start, end,
                               columns=list(COPY_COLUMNS)).select(*COPY_COLUMNS)
-    gone = copies_gone(recorded, valid.select(*COPY_COLUMNS))
+    gone = copies_gone(recorded, all_valid.select(*COPY_COLUMNS))
     revived = tuple(sorted({r.hour.replace(tzinfo=timezone.utc) for r in later.join(gone, "event_id", "left_semi")
                             .select(F.date_trunc("hour", "load_tstamp").alias("hour")).distinct().collect()}))
 
@@ -158,7 +175,7 @@ def compute(warehouse: WarehouseResource, start: datetime, end: datetime) -> Hou
     # from all their events.
     queued = materialized(_read_or_empty(warehouse, SESSIONS_TO_REFILTER, REFILTER_SCHEMA))
     replaced = _read_or_empty(warehouse, BASE_EVENTS, kept.schema, "load_tstamp", start, end,
-                              columns=["domain_sessionid"]).select("domain_sessionid")
+                              columns=["domain_sessionid", "app_id"]).where(in_apps).select("domain_sessionid")
     # Every use of the stored sessions below is about a session of a kept row, of a removed or
     # replaced copy or of the queue: those rows are read once, so no join below broadcasts or
     # shuffles the whole sessions table (it grows with the history; the window's sessions do not).
@@ -180,7 +197,8 @@ def compute(warehouse: WarehouseResource, start: datetime, end: datetime) -> Hou
     scan_from = max(oldest.replace(tzinfo=timezone.utc), floor) if oldest is not None else start
     stored_events = (_read_or_empty(warehouse, BASE_EVENTS, kept.schema, "load_tstamp", scan_from, None)
                      .join(touched, "domain_sessionid", "left_semi")
-                     .where(~((F.col("load_tstamp") >= F.lit(start)) & (F.col("load_tstamp") < F.lit(end))))
+                     # the window's rows of these apps are replaced: the kept rows stand for them
+                     .where(~((F.col("load_tstamp") >= F.lit(start)) & (F.col("load_tstamp") < F.lit(end)) & in_apps))
                      .join(dominated.select("event_id", "load_tstamp"), ["event_id", "load_tstamp"], "left_anti"))
     # Only the columns the session rows need: the touched sessions' earlier events are wide rows
     # (about 100 MB at 10M events), and the session rows need a handful of their columns.
@@ -216,7 +234,7 @@ def compute(warehouse: WarehouseResource, start: datetime, end: datetime) -> Hou
     # counts follow, to the end of the table.
     counts_range = (first_count_hour, None if changed_ids else end + lookback if dominated_ids else end)
     return HourlyResults(
-        start=start, end=end, snapshot=snapshot, read=validated.checked, copies=copies(valid), rejected=rejected, kept=kept,
+        start=start, end=end, snapshot=snapshot, read=validated.checked, copies=copies(all_valid), app_ids=app_ids, rejected=rejected, kept=kept,
         dominated=dominated_rows, touched=touched, lifecycle=lifecycle,
         quarantined=quarantined_sessions(lifecycle), filtered=filtered, changed=changed_rows,
         to_refilter=to_refilter,
@@ -295,16 +313,28 @@ def hours_to_run_again(warehouse: WarehouseResource, results: HourlyResults, run
     """Ledger rows that make `results.revived` due again: written before the window's own
     ledger rows, so a crash in between runs both again."""
     now = datetime.now(timezone.utc)
-    rows = [(hour, RUN_AGAIN, warehouse.settings.rules_digest(), now, run_id, None) for hour in results.revived]
+    rows = [(hour, RUN_AGAIN, warehouse.settings.rules_digest(), now, run_id, None, None) for hour in results.revived]
     return warehouse.spark.createDataFrame(rows, LEDGER_SCHEMA)
 
 
-def processed_hours(warehouse: WarehouseResource, results: HourlyResults, run_id: str) -> DataFrame:
-    """The ledger rows of the window's hours: what each was processed from, and when."""
+def processed_hours(warehouse: WarehouseResource, results: HourlyResults, run_id: str,
+                    app_ids_before: dict[datetime, frozenset[str] | None]) -> DataFrame:
+    """The ledger rows of the window's hours: what each was processed from, when, and for which
+    app ids (with `app_ids` set: all of them, or after a catch-up run the ones each hour held
+    before (`app_ids_before`), with the run's added and its removed taken off; null: every app)."""
     settings = warehouse.settings
     fingerprints = results.snapshot.fingerprints if results.snapshot else {}
     now = datetime.now(timezone.utc)
     version = results.snapshot.version if results.snapshot else None
-    rows = [(hour, fingerprints.get(hour, ""), settings.rules_digest(), now, run_id, version)
+    declared = frozenset(settings.app_ids)
+
+    def apps(hour: datetime) -> str | None:
+        if not declared:
+            return None
+        if results.app_ids is None:
+            return joined(declared)
+        return joined(((app_ids_before.get(hour) or frozenset()) | set(results.app_ids)) & declared)
+
+    rows = [(hour, fingerprints.get(hour, ""), settings.rules_digest(), now, run_id, version, apps(hour))
             for hour in hours_between(results.start, results.end)]
     return warehouse.spark.createDataFrame(rows, LEDGER_SCHEMA)

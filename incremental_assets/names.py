@@ -66,6 +66,9 @@ RUN_STATE_TAG = "incremental/run_state"
 RUN_LIMITS_TAG = "incremental/limits"
 SOURCE_VERSION_TAG = "incremental/source_version"
 REASON_TAG = "incremental/reason"
+APP_IDS_TAG = "incremental/app_ids"  # a catch-up run's app ids (planning.app_units); absent: every app
+PRIORITY_TAG = "dagster/priority"  # the run queue starts higher priorities first (default 0)
+CATCH_UP_PRIORITY = "-1"  # catch-up runs wait behind the runs of every app
 APPLIED_PLAN_TAG = "incremental/plan_id"  # the plan (`incremental-assets plan`) a run carries out
 AS_OF_TAG = "incremental/attributes_as_of"  # the day attributes are computed as of
 # A late-days plan tags its daily runs, so attributes can wait for all of them.

@@ -71,7 +71,21 @@ def _due_work(settings: Settings, plan, manifest: ManifestStore) -> str:
         cost, hours=len(due), rows=None, runs=runs_for(len(due), settings.max_hours_per_run))
     estimate = (f"{describe_duration(seconds)} at the hourly "
                 f"step's recorded cost ({cost.describe()})" if cost else "no hourly step recorded yet to estimate from")
-    return f"due: {len(due)} load hour(s) ({why}); {estimate}"
+    return f"due: {len(due)} load hour(s) ({why}); {estimate}" + _catching_up(settings, plan, cost)
+
+
+def _catching_up(settings: Settings, plan, cost) -> str:
+    """The app ids catching up, how far, and how long the rest should take (at most the rate of
+    runs of every app: a catch-up run reads its apps' rows alone)."""
+    catch_up = plan.catch_up
+    if not catch_up.hours:
+        return ""
+    run = catch_up.runs[0] if catch_up.runs else None
+    what = run.describe() if run else "app ids"
+    left = "" if cost is None else ", about " + describe_duration(estimated_seconds(
+        cost, hours=catch_up.hours, rows=None, runs=runs_for(catch_up.hours, settings.max_hours_per_run))
+    ).removeprefix("about ") + " at most at the recorded rates"
+    return f"\n  catching up {what}: {catch_up.progress()}{left}"
 
 
 def _item_line(state: ItemState) -> str:

@@ -40,8 +40,8 @@ from incremental_assets.planning.plans import (
     why_plan_moved,
     widened_days,
 )
-from incremental_assets.planning.reconcile import HoursPlan
 from incremental_assets.progress import (
+    LoadHoursPlan,
     backfill_hours,
     current_snapshot,
     hourly_step_samples,
@@ -88,7 +88,7 @@ def make_plan(settings: Settings, now: datetime, *, restate: tuple[date, date] |
     snapshot = current_snapshot(settings, now)
     if restate is None:
         due = plan_load_hours(settings, now=now, manifest=manifest, snapshot=snapshot,
-                              lock_released=abandoned_lock_check(instance, settings.max_lock_age_hours)).hours
+                              lock_released=abandoned_lock_check(instance, settings.max_lock_age_hours))
         return due_plan(settings, now, manifest=manifest, snapshot=snapshot, due=due)
     first, last = restate
     if last < first:
@@ -102,11 +102,15 @@ def make_plan(settings: Settings, now: datetime, *, restate: tuple[date, date] |
 
 
 def due_plan(settings: Settings, now: datetime, *, manifest: ManifestStore, snapshot: SourceSnapshot | None,
-             due: HoursPlan) -> Plan:
+             due: LoadHoursPlan) -> Plan:
     """The plan of the hours reconciliation found due (`due`, from this manifest and snapshot):
-    `incremental-assets plan`'s, and the hourly sensor's for the runs it launches."""
-    reasons = hour_reasons(new=due.new, changed=due.changed, removed=due.removed, lookback=due.lookback,
-                           other_rules=set(due.due) & hours_under_other_rules(settings))
+    `incremental-assets plan`'s, and the hourly sensor's for the runs it launches. Hours that
+    catch up for some app ids say which ("app(s) mobile added")."""
+    hours = due.hours
+    reasons = hour_reasons(new=hours.new, changed=hours.changed, removed=hours.removed, lookback=hours.lookback,
+                           other_rules=set(hours.due) & hours_under_other_rules(settings))
+    for hour in due.catch_up.apps_by_hour:
+        reasons.setdefault(hour, due.catch_up.reason(hour))
     return _plan(settings, now, DUE, reasons, set(), manifest=manifest, snapshot=snapshot)
 
 

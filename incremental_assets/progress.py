@@ -17,8 +17,18 @@ from typing import Callable, Iterable
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from incremental_assets.names import BASE_EVENTS, DAILY_AGGREGATES, DAY_LEDGER, HOUR_LEDGER, HOURLY_ASSETS
+from incremental_assets.names import (
+    APP_IDS_TAG,
+    BASE_EVENTS,
+    CATCH_UP_PRIORITY,
+    DAILY_AGGREGATES,
+    DAY_LEDGER,
+    HOUR_LEDGER,
+    HOURLY_ASSETS,
+    PRIORITY_TAG,
+)
 from incremental_assets.partitions import hourly_partitions
+from incremental_assets.planning.app_units import CatchUp, catch_up_runs, joined, split
 from incremental_assets.planning.estimates import StepSample
 from incremental_assets.planning.hours import HOUR, floor_hour, hour_key, hour_keys, parse_day_key, parse_hour_key
 from incremental_assets.planning.processing_manifest import ItemStatus, Record, State
@@ -83,11 +93,43 @@ def fail_locked_days(settings: Settings, days: Iterable[date]) -> dict[date, str
 
 
 def _ledger(settings: Settings) -> pa.Table | None:
-    """The processed-hours ledger (`source_version` is null in rows written before it was kept)."""
+    """The processed-hours ledger (`source_version` and `app_ids` are null in rows written
+    before they were kept). A row written before app ids were recorded per hour, under today's
+    rules and `app_ids`, reads as processed for today's app ids under today's digest."""
     table = read_delta_arrow(settings.table_path(HOUR_LEDGER))
-    if table is not None and "source_version" not in table.column_names:
-        table = table.append_column("source_version", pa.nulls(table.num_rows, pa.int64()))
+    if table is None:
+        return None
+    for column in ("source_version", "app_ids"):
+        if column not in table.column_names:
+            table = table.append_column(column, pa.nulls(table.num_rows, pa.int64() if column == "source_version"
+                                                          else pa.string()))
+    if settings.app_ids:
+        legacy = pc.and_(pc.is_null(table["app_ids"]),
+                         pc.equal(table["rules_digest"], settings.rules_digest_with_app_ids()))
+        table = table.set_column(table.column_names.index("app_ids"), "app_ids",
+                                 pc.if_else(legacy, joined(settings.app_ids), table["app_ids"]))
+        table = table.set_column(table.column_names.index("rules_digest"), "rules_digest",
+                                 pc.if_else(legacy, settings.rules_digest(), table["rules_digest"]))
     return table
+
+
+def catch_up_tags(app_ids: tuple[str, ...] | None) -> dict[str, str]:
+    """The tags of a catch-up run for `app_ids` (none for a run of every app): the app ids, and
+    a lower priority than the runs of every app, so that a queue starts those first."""
+    return {} if app_ids is None else {APP_IDS_TAG: joined(app_ids), PRIORITY_TAG: CATCH_UP_PRIORITY}
+
+
+def app_ids_processed_now(settings: Settings) -> dict[datetime, frozenset[str] | None]:
+    """Per load hour, the app ids its rows are processed for now (None: every app)."""
+    return app_ids_processed(_ledger(settings))
+
+
+def app_ids_processed(ledger: pa.Table | None) -> dict[datetime, frozenset[str] | None]:
+    """Per load hour, the app ids its rows were last processed for (None: every app)."""
+    if ledger is None:
+        return {}
+    return {hour: split(apps) for hour, apps in zip(utc_datetimes(ledger["load_hour_tstamp"]),
+                                                    ledger["app_ids"].to_pylist())}
 
 
 def source_version_before(settings: Settings, run_id: str) -> int | None:
@@ -167,10 +209,22 @@ class LoadHoursPlan:
     blocked: dict[datetime, str]  # hour -> why an item stops it (fail-locked, locked by a live run)
     skipped: int  # hours an operator skipped
     before_start: BeforeStart | None = None  # what a start_date moved later left, removed by the next run
+    catch_up: CatchUp = CatchUp(runs=[])  # hours processed for other app ids than declared (planning.app_units)
 
     @property
     def ranges(self) -> list[tuple[datetime, datetime]]:
+        """The ranges of hours due for every app id (catch-up runs come after: `next_run`)."""
         return self.hours.ranges
+
+    def next_run(self) -> tuple[datetime, datetime, tuple[str, ...] | None] | None:
+        """The run to launch first: (start, end, app ids; None: every app). Hours due for
+        every app first, the present's range before the others; then the catch-up runs."""
+        if self.ranges:
+            return (*self.hours.next_range(), None)
+        if self.catch_up.runs:
+            run = self.catch_up.runs[0]
+            return run.start, run.end, run.app_ids
+        return None
 
     def limits(self, start: datetime, end: datetime) -> RunLimits:
         return RunLimits(self.state, start, end)
@@ -203,6 +257,11 @@ class LoadHoursPlan:
             notes.append(f"{len(self.blocked)} hour(s) blocked: {self.blocked[min(self.blocked)]}")
         if self.skipped:
             notes.append(f"{self.skipped} hour(s) skipped by an operator")
+        if self.catch_up.hours:
+            run = self.catch_up.runs[0]
+            notes.append(f"catching up {run.describe()} from {hour_key(run.start)}: {self.catch_up.progress()}"
+                         + (f", {self.catch_up.deferred} of them in later plans (backfill_limit_days)"
+                            if self.catch_up.deferred else ""))
         return summary + (f" ({'; '.join(notes)})" if notes else "")
 
 
@@ -326,9 +385,20 @@ def plan_load_hours(settings: Settings, *, now: datetime, manifest: ManifestStor
         # Nothing else is due: the start's first hour runs (again) so that its run removes what
         # the hours before the start left; a run of a processed hour changes nothing else.
         hours = dataclasses.replace(hours, ranges=[(moved.first_hour, moved.first_hour + HOUR)])
+    catch_up = CatchUp(runs=[])
+    if settings.app_ids:
+        declared = frozenset(settings.app_ids)
+        apps = app_ids_processed(ledger)
+        left_out = set(hours.hours) | set(blocked) | states.skipped | set(skipped_at)
+        processed_for = {hour: apps.get(hour) or declared for hour, done in processed.items()
+                         if done.fingerprint and done.fingerprint == source.get(hour) and hour not in left_out}
+        # Runs over empty hours between, never over one that holds data or is due for every app.
+        not_bridged = set(source) | left_out | set(hours.due) | set(hours.waiting)
+        catch_up = catch_up_runs(processed_for, declared, max_hours_per_run=settings.max_hours_per_run,
+                                 backfill_limit_days=settings.backfill_limit_days, not_bridged=not_bridged)
     return LoadHoursPlan(hours=hours, state=RunState.STANDARD if processed else RunState.FIRST_RUN,
                          source_version=snapshot.version if snapshot else None, blocked=due_blocked,
-                         skipped=len(states.skipped | set(skipped_at)), before_start=moved)
+                         skipped=len(states.skipped | set(skipped_at)), before_start=moved, catch_up=catch_up)
 
 
 def _differs(hour: datetime, source: dict, processed: dict) -> bool:

@@ -61,6 +61,7 @@ from incremental_assets.planning.run_limits import RunLimits
 from incremental_assets.plans import plan_to_apply
 from incremental_assets.progress import (
     backfill_hours,
+    catch_up_tags,
     fail_locked_days,
     last_event_day,
     plan_next_run,
@@ -240,29 +241,36 @@ def run_until(until: datetime, *, instance, echo: Echo = print, submit: bool = F
     tags = {**(tags or {}), AS_OF_TAG: until.astimezone(timezone.utc).date().isoformat()}
     report = RunReport()
     ran: set[datetime] = set()
+    caught_up: set[tuple[datetime, tuple[str, ...]]] = set()
     for _ in range(MAX_PLANS):
         plan = plan_next_run(settings, until, ManifestStore.of(settings).snapshot(), instance)
         if plan.blocked:
             report.refused = plan.blocked[min(plan.blocked)]
-        if ran and not plan.hours.deferred and not set(plan.hours.due) - ran:
+        # Hours due for every app first; once none is left, the apps' catch-up runs (each once).
+        catch_up = [run for run in plan.catch_up.runs if (run.start, run.app_ids) not in caught_up]
+        if ran and not plan.hours.deferred and not set(plan.hours.due) - ran and not catch_up:
             break  # what is left (look-back hours) ran already
-        if not plan.ranges:
+        if not plan.ranges and not catch_up:
             if not report.runs:
                 echo(f"  nothing to do: {plan.describe()}" if not plan.blocked else f"  {HOURLY_JOB} not run: "
                      f"{report.refused}")
             break
-        for start, end in plan.ranges:
+        runs = [(start, end, None, plan.reason()) for start, end in plan.ranges] or [
+            (run.start, run.end, run.app_ids, f"catching up: {run.describe()}") for run in catch_up]
+        for start, end, app_ids, reason in runs:
             limits = plan.limits(start, end)
             report.limits, report.hours = limits, (start, end)
             echo(limits.describe())
             first, last = hour_keys(start, end)
-            echo(f"  load hours {first} .. {last} ({plan.reason()})")
+            echo(f"  load hours {first} .. {last} ({reason})")
             run_tags = {**tags, RUN_STATE_TAG: limits.state.name, RUN_LIMITS_TAG: limits.describe(),
-                        REASON_TAG: plan.reason()}
+                        REASON_TAG: reason, **catch_up_tags(app_ids)}
             run_job = submit_job if submit else execute_job
             if not _record(report, run_job(HOURLY_JOB, instance=instance, tags=run_tags, echo=echo,
                                            partitions=(first, last))):
                 return report
+            if app_ids is not None:
+                caught_up.add((start, app_ids))
         if submit:
             return report
         # Plan again while hours are deferred, or when a run made other hours due (a copy gone

@@ -139,7 +139,15 @@ class Settings:
 
     def rules_digest(self) -> str:
         """A digest of the settings that shape the load-hour tables: an hour processed under
-        other rules is processed again (see planning.reconcile)."""
+        other rules is processed again (see planning.reconcile). With `app_ids` set, the app
+        ids are not part of it: the hour ledger records them per hour (planning.app_units), so
+        adding an app runs its rows alone."""
+        rules = {name: getattr(self, name) for name in HOURLY_RULES if not (self.app_ids and name == "app_ids")}
+        return hashlib.sha1(json.dumps(rules, default=str, sort_keys=True).encode()).hexdigest()[:12]
+
+    def rules_digest_with_app_ids(self) -> str:
+        """The digest as ledger rows written before app ids were recorded per hour hold it (the
+        app ids inside): such a row matching it was processed for exactly today's `app_ids`."""
         rules = {name: getattr(self, name) for name in HOURLY_RULES}
         return hashlib.sha1(json.dumps(rules, default=str, sort_keys=True).encode()).hexdigest()[:12]
 

@@ -77,6 +77,7 @@ class TableWrite:
     keys: Any = None  # replace_keys: a DataFrame of the keys replaced; delete: the values
     merge_keys: Sequence[str] = ()
     partition_by: Sequence[str] = ()
+    within: tuple[str, tuple] | None = None  # replace: only the range's rows whose column holds one of the values
 
 
 @dataclass
@@ -117,6 +118,7 @@ class TableOutput:
     completes: bool = True  # the step's last output: its items are PROCESSED once written
     write: str | None = None  # how to write the rows, when not the asset's `write` metadata
     rows: Sequence[RowRange] = ()  # write "replace": rows replaced besides the partition window
+    within: tuple[str, tuple] | None = None  # write "replace": only the window's rows whose column holds these
     keys: Any = None  # write "replace_keys": the keys replaced
     before: list[TableWrite] = field(default_factory=list)
     after: list[TableWrite] = field(default_factory=list)
@@ -266,7 +268,8 @@ class ManifestIOManager(ConfigurableIOManager):
         df, partition_by = _rows(spec.df), list(spec.partition_by) or None
         if spec.write in ("replace_range", "replace"):
             start, end = spec.range or _window_bounds(window, spec.range_column.endswith("_date"))
-            rows = [RowRange(spec.range_column, start, end), *spec.rows]
+            key, values = spec.within or (None, ())
+            rows = [RowRange(spec.range_column, start, end, key=key, values=tuple(values)), *spec.rows]
             return tables.replace(spec.table, df, rows=rows, partition_by=partition_by)
         if spec.write == "replace_keys":
             return tables.replace_keys(spec.table, df, key=spec.key, keys=spec.keys)
@@ -287,7 +290,7 @@ class ManifestIOManager(ConfigurableIOManager):
         main = TableWrite(table=meta.get("table", name), df=obj.df, write=obj.write or meta.get("write", "overwrite"),
                           range_column=meta.get("range_column"), rows=obj.rows, key=meta.get("key"),
                           keys=obj.keys, merge_keys=tuple(meta.get("keys", ())),
-                          partition_by=tuple(meta.get("partition_by", ())))
+                          partition_by=tuple(meta.get("partition_by", ())), within=obj.within)
         claim = obj.claim
         results: dict[str, WriteResult] = {}
         try:

@@ -41,6 +41,7 @@ from incremental_assets.hourly_step import (
     processed_hours,
 )
 from incremental_assets.names import (
+    APP_IDS_TAG,
     BASE_EVENTS,
     EVENT_COPIES,
     FILTERED_COUNTS,
@@ -57,7 +58,9 @@ from incremental_assets.names import (
     SOURCE_EVENTS,
 )
 from incremental_assets.partitions import hourly_partitions, hours_per_run
+from incremental_assets.planning.app_units import split
 from incremental_assets.planning.hours import hour_key, hours_between
+from incremental_assets.progress import app_ids_processed_now
 from incremental_assets.sources.reader import require_source
 from incremental_assets.start_moved import remove_rows_before_start
 from resources.manifest_io_manager import TableOutput, TableWrite, claimed
@@ -113,11 +116,16 @@ def hourly_assets(context: AssetExecutionContext, warehouse: WarehouseResource):
         if (moved := remove_rows_before_start(warehouse, context.run_id)) is not None:
             context.log.info(f"start_date moved later: removed what {moved.hours} load hour(s) and {moved.days} "
                              f"event day(s) before {moved.first_hour:%Y-%m-%d %H:%M} left in the tables")
-        results = compute(warehouse, window.start, window.end)
+        # A catch-up run (its tag names the app ids) replaces those apps' rows of the window alone.
+        app_ids = split(context.run.tags.get(APP_IDS_TAG))
+        app_ids = tuple(sorted(app_ids)) if app_ids is not None else None
+        app_ids_before = app_ids_processed_now(warehouse.settings) if app_ids is not None else {}
+        results = compute(warehouse, window.start, window.end, app_ids=app_ids)
+        within = None if app_ids is None else ("app_id", app_ids)
         # What each write replaces besides the window: the check and the outputs say it once.
         base_replaced, filtered_replaced = [results.dominated], [results.dominated, results.changed]
         # The blocking check, on the rows about to be written: a failure leaves the tables as they were.
-        copies = copies_once_written(warehouse, (window.start, window.end), [
+        copies = copies_once_written(warehouse, results.window_rows, [
             PendingWrite(BASE_EVENTS, results.kept, base_replaced),
             PendingWrite(FILTERED_EVENTS, results.filtered, filtered_replaced)], few_rows=results.few_rows)
         yield from evaluation_events(context, outcomes_by_check(copies, hours_between(window.start, window.end)))
@@ -142,10 +150,11 @@ def hourly_assets(context: AssetExecutionContext, warehouse: WarehouseResource):
         # The source rows it read: the cost model's (`planning.estimates`).
         payload = {"limits": context.run.tags.get(RUN_LIMITS_TAG, "manual run"),
                    "source_rows": sum(f.read for f in figures.values())}
-        yield Output(TableOutput(results.kept, claim, completes=False, rows=base_replaced, before=[
+        yield Output(TableOutput(results.kept, claim, completes=False, rows=base_replaced, within=within, before=[
             TableWrite(EVENT_COPIES, results.copies, "replace_range", range_column="load_tstamp",
                        partition_by=["load_date"]),
-            TableWrite(REJECTED_EVENTS, results.rejected, "replace_range", range_column="load_hour_tstamp"),
+            TableWrite(REJECTED_EVENTS, results.rejected, "replace_range", range_column="load_hour_tstamp",
+                       within=within),
         ], metadata=state), output_name=BASE_EVENTS)
         queue = [TableWrite(SESSIONS_TO_REFILTER, results.to_refilter, "append")] if results.changed.values else []
         yield Output(TableOutput(results.lifecycle, claim, completes=False, keys=results.touched, before=queue,
@@ -158,12 +167,12 @@ def hourly_assets(context: AssetExecutionContext, warehouse: WarehouseResource):
         rerun = [TableWrite(HOUR_LEDGER, lambda: hours_to_run_again(warehouse, results, context.run_id),
                             "merge", merge_keys=("load_hour_tstamp",))] if results.revived else []
         yield Output(TableOutput(
-            results.filtered, claim, rows=filtered_replaced, payload=payload,
+            results.filtered, claim, rows=filtered_replaced, within=within, payload=payload,
             materialized=results.materialized, metadata=state,
             after=[TableWrite(FILTERED_COUNTS, lambda: filtered_counts(warehouse, results), "replace_range",
                               range_column="load_hour_tstamp", range=results.counts_range),
                    *refiltered, *rerun],
-            markers=[TableWrite(HOUR_LEDGER, lambda: processed_hours(warehouse, results, context.run_id),
+            markers=[TableWrite(HOUR_LEDGER, lambda: processed_hours(warehouse, results, context.run_id, app_ids_before),
                                 "replace_range", range_column="load_hour_tstamp")]),
             output_name=FILTERED_EVENTS)
 

@@ -44,7 +44,7 @@ from incremental_assets.names import (
 from incremental_assets.partitions import LOAD_SETTINGS
 from incremental_assets.planning.hours import hour_key, hour_keys, hours_between
 from incremental_assets.plans import due_plan, record_plan
-from incremental_assets.progress import first_load_hour, plan_load_hours
+from incremental_assets.progress import catch_up_tags, first_load_hour, plan_load_hours
 from incremental_assets.settings import parse_utc_datetime
 from incremental_assets.sources.load_hours import source_snapshot
 from resources.manifest import abandoned_lock_check
@@ -89,27 +89,29 @@ def hourly_run_request(warehouse: WarehouseResource, *, now: datetime, instance)
     manifest = warehouse.manifest.snapshot()
     plan = plan_load_hours(settings, now=now, manifest=manifest, snapshot=snapshot,
                            lock_released=abandoned_lock_check(instance, settings.max_lock_age_hours))
-    if not plan.ranges:
+    if plan.next_run() is None:
         why = "nothing to run" if plan.blocked or plan.hours.waiting else "no new data in a closed load hour"
         return SensorResult(skip_reason=SkipReason(f"{why}: {plan.describe()}"))
-    start, end = plan.hours.next_range()
+    start, end, app_ids = plan.next_run()
     first, last = hour_keys(start, end)
     # The range, the data it holds and the manifest: the same request twice is dropped.
     fingerprints = "".join(snapshot.fingerprints.get(hour, "") for hour in hours_between(start, end))
     data = hashlib.sha1(fingerprints.encode()).hexdigest()[:12]
-    run_key = f"hourly {first}...{last} data-{data} manifest-v{manifest.version()}"
+    apps = "" if app_ids is None else f" apps-{','.join(app_ids)}"
+    run_key = f"hourly {first}...{last}{apps} data-{data} manifest-v{manifest.version()}"
     if instance.get_run_ids(filters=RunsFilter(tags={RUN_KEY_TAG: run_key}), limit=1):
         return SensorResult(skip_reason=SkipReason(
             f"load hours {first} .. {last} were already launched with this data and manifest "
             f"(run key {run_key!r}); waiting for new data or a manifest change"))
     # The run carries out the first range of a plan, recorded as `incremental-assets plan` records
     # its own: its id on the run names every hour and day due with why, and the estimate.
-    shown = due_plan(settings, now, manifest=manifest, snapshot=snapshot, due=plan.hours)
+    shown = due_plan(settings, now, manifest=manifest, snapshot=snapshot, due=plan)
     record_plan(settings, shown, now)
     return SensorResult(run_requests=[RunRequest(run_key=run_key, tags={
         RANGE_START_TAG: first, RANGE_END_TAG: last, RUN_STATE_TAG: plan.state.name,
-        RUN_LIMITS_TAG: plan.limits(start, end).describe(), REASON_TAG: plan.reason(),
-        SOURCE_VERSION_TAG: str(snapshot.version), APPLIED_PLAN_TAG: shown.plan_id,
+        RUN_LIMITS_TAG: plan.limits(start, end).describe(),
+        REASON_TAG: plan.reason() if app_ids is None else f"catching up: {plan.catch_up.runs[0].describe()}",
+        SOURCE_VERSION_TAG: str(snapshot.version), APPLIED_PLAN_TAG: shown.plan_id, **catch_up_tags(app_ids),
     })], asset_events=source_observations(snapshot, [*hours_between(start, end), *plan.hours.due,
                                                      *plan.hours.deferred, *plan.hours.waiting]))
 

@@ -154,10 +154,10 @@ def failing_for(hour: dt.datetime):
 
     real = hourly_step.compute
 
-    def compute(warehouse, start, end):
+    def compute(warehouse, start, end, **scope):
         if start <= hour < end:
             raise RuntimeError(f"injected failure for the window holding {hour:%Y-%m-%d %H:%M}")
-        return real(warehouse, start, end)
+        return real(warehouse, start, end, **scope)
 
     return compute
 

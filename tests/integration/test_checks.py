@@ -118,7 +118,7 @@ def ts(day: int, hour: int, minute: int = 30) -> datetime:
 
 
 def copies_after(warehouse, window, writes) -> dict:
-    return event_id_check.copies_once_written(warehouse, window, writes)
+    return event_id_check.copies_once_written(warehouse, RowRange("load_tstamp", *window), writes)
 
 
 @pytest.mark.spark

@@ -21,10 +21,12 @@ from incremental_assets import plans
 from incremental_assets.automation import hourly_sensor, late_days_sensors
 from incremental_assets.definitions import defs, warehouse
 from incremental_assets.names import (
+    APP_IDS_TAG,
     APPLIED_PLAN_TAG,
     HOUR_LEDGER,
     HOURLY_ASSETS,
     PLAN_TAG,
+    PRIORITY_TAG,
     RANGE_END_TAG,
     RANGE_START_TAG,
 )
@@ -67,19 +69,23 @@ def add_loads(source, *loads: datetime) -> None:
     write_deltalake(str(source), table, mode="append", partition_by=["load_date"])
 
 
-def mark_processed(source, first: datetime, end: datetime, run_id: str = "run-1") -> None:
+def mark_processed(source, first: datetime, end: datetime, run_id: str = "run-1", app_ids: str | None = None) -> None:
     """What a successful hourly run over [first, end) leaves: the hours' ledger rows (with the
-    fingerprints of the source as it is now) and PROCESSED manifest records."""
+    fingerprints of the source as it is now, for `app_ids`) and PROCESSED manifest records."""
     settings = Settings.load()
     hours = [first + i * H for i in range((end - first) // H)]
     fingerprints = source_snapshot(str(source), first, end).fingerprints
+    if DeltaTable.is_deltatable(settings.table_path(HOUR_LEDGER)):  # a run replaces its hours' rows
+        DeltaTable(settings.table_path(HOUR_LEDGER)).delete(
+            f"load_hour_tstamp >= '{first.isoformat()}' AND load_hour_tstamp < '{end.isoformat()}'")
     write_deltalake(settings.table_path(HOUR_LEDGER), pa.table({
         "load_hour_tstamp": pa.array(hours, pa.timestamp("us", "UTC")),
         "source_fingerprint": [fingerprints.get(h, "") for h in hours],
         "rules_digest": [settings.rules_digest()] * len(hours),
         "processed_at": pa.array([end] * len(hours), pa.timestamp("us", "UTC")),
         "run_id": [run_id] * len(hours),
-    }), mode="append")
+        **({"app_ids": [app_ids] * len(hours)} if app_ids else {}),
+    }), mode="append", schema_mode="merge")
     manifest = ManifestStore.of(settings)
     items = [item_id(model, key(h)) for model in HOURLY_ASSETS for h in hours]
     manifest.claim(items, application="test", run_id=run_id, run_finished=lambda lock: None)
@@ -159,6 +165,31 @@ def test_new_hours_run_once_and_hours_whose_files_change_run_again_however_old(e
     # With the source's columns (from its Delta schema), for the columns_unchanged check.
     columns = first.asset_events[0].metadata["columns"].value
     assert columns["load_tstamp"].startswith("timestamp") and "event_id" in columns
+
+
+def test_an_app_added_catches_up_after_the_hours_due_for_every_app(env, monkeypatch):
+    source, instance = env
+    monkeypatch.setenv("INCREMENTAL_APP_IDS", "web,mobile")
+    add_loads(source, at(0.2), at(1.5))
+    mark_processed(source, at(0), at(2), app_ids="web")  # processed before mobile was added
+    add_loads(source, at(2.5))
+
+    present = tick(instance, monkeypatch, at(3.1))
+    assert hours_of(present) == (key(at(2)), key(at(2)))
+    assert APP_IDS_TAG not in present.run_requests[0].tags
+    shown = plans.recorded_plan(Settings.load(), present.run_requests[0].tags[APPLIED_PLAN_TAG])
+    assert [(h.hour, h.reason) for h in shown.hours] == [(at(0), "app(s) mobile added"),
+                                                         (at(1), "app(s) mobile added"), (at(2), "new")]
+
+    mark_processed(source, at(2), at(3), run_id="run-2", app_ids="mobile,web")
+    catch_up = tick(instance, monkeypatch, at(3.2))
+    assert hours_of(catch_up) == (key(at(0)), key(at(1)))
+    tags = catch_up.run_requests[0].tags
+    assert (tags[APP_IDS_TAG], tags[PRIORITY_TAG]) == ("mobile", "-1")
+    assert tags["incremental/reason"] == "catching up: app(s) mobile added"
+
+    mark_processed(source, at(0), at(2), run_id="run-3", app_ids="mobile,web")
+    assert not tick(instance, monkeypatch, at(3.3)).run_requests
 
 
 def test_hours_after_end_date_are_neither_run_nor_reconciled(env, monkeypatch):

@@ -28,11 +28,11 @@ def test_a_commit_conflict_retries_the_step_and_the_run_succeeds(lake, tmp_path,
 
     attempts = []
 
-    def conflicting_once(warehouse, start, end):
+    def conflicting_once(warehouse, start, end, **scope):
         attempts.append(start)
         if len(attempts) == 1:
             raise CommitFailedError("Commit failed: a concurrent transaction deleted the same data")
-        return compute(warehouse, start, end)
+        return compute(warehouse, start, end, **scope)
 
     monkeypatch.setattr(hourly, "compute", conflicting_once)
     lines: list[str] = []
@@ -54,8 +54,8 @@ def test_materialized_rows_lost_mid_write_retry_the_step_and_the_tables_are_righ
 
     attempts = []
 
-    def losing_filtered_rows_once(warehouse, start, end):
-        results = compute(warehouse, start, end)
+    def losing_filtered_rows_once(warehouse, start, end, **scope):
+        results = compute(warehouse, start, end, **scope)
         attempts.append(start)
         if len(attempts) == 1:
             release(results.filtered)  # what the executor's death does to them

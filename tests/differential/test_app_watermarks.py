@@ -1,0 +1,105 @@
+"""Watermarks per app (planning.app_units) on the hostile source: an app added to `app_ids`
+mid-stream runs its own history in catch-up runs, after the hours due for every app (the present
+keeps its cadence); a failure in them leaves the other app's rows complete; an app removed has
+its rows removed. After each, the tables equal the documented rules for the declared apps
+(one of the hostile sessions mixes the two apps)."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+
+import pytest
+
+from incremental_assets import runner
+from incremental_assets.assets import hourly as hourly_asset
+from incremental_assets.names import APP_IDS_TAG, PRIORITY_TAG
+from incremental_assets.operations import describe_limits, resolve_item
+from incremental_assets.progress import plan_next_run
+from incremental_assets.settings import Settings
+from resources.manifest import ManifestStore
+from tests.differential import hostile, reference
+from tests.differential.hostile import at
+from tests.differential.test_differential import (
+    AS_OF,
+    Source,
+    assert_same_tables,
+    fail_locked_hour_items,
+    pipeline_tables,
+    quiet,
+    reference_settings,
+    use,
+)
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+def expected(rows: list[dict], *apps: str) -> dict[str, list[dict]]:
+    return reference.expected_tables(rows, dataclasses.replace(reference_settings(), app_ids=apps), AS_OF)
+
+
+def hourly_runs(instance, report) -> list[tuple[str, str | None]]:
+    """(first hour, app ids tag) of the report's hourly runs, in the order they ran."""
+    runs = [instance.get_run_by_id(run.run_id) for run in report.runs if run.job == "hourly_job"]
+    return [(run.tags["dagster/asset_partition_range_start"], run.tags.get(APP_IDS_TAG)) for run in runs]
+
+
+def test_an_app_added_catches_up_behind_the_present_and_an_app_removed_leaves(spark, instance, tmp_path,
+                                                                              monkeypatch):
+    source = Source(str(tmp_path / "events"), [build() for build in hostile.BUILDERS])
+    warehouse = tmp_path / "incremental"
+    use(monkeypatch, source.path, warehouse, INCREMENTAL_APP_IDS="web")
+
+    def run_at(t: dt.datetime, expect_success: bool = True):
+        source.land_until(t)
+        report = runner.run_until(t, instance=instance, echo=quiet)
+        assert report.success == expect_success, (t, report.refused, report.runs)
+        return report
+
+    run_at(at(1, 12))
+    run_at(at(3, 11))
+    assert_same_tables(pipeline_tables(warehouse), expected(source.rows, "web"), "web alone")
+
+    # mobile is added: the hours processed for web catch up for mobile alone, after the new
+    # hours, which run for both first.
+    use(monkeypatch, source.path, warehouse, INCREMENTAL_APP_IDS="web,mobile")
+    source.land_until(at(3, 15))
+    settings = Settings.load()
+    plan = plan_next_run(settings, at(3, 15), ManifestStore.of(settings).snapshot())
+    assert plan.ranges and plan.next_run()[2] is None  # the present, for every app
+    assert plan.catch_up.runs and all(run.app_ids == ("mobile",) for run in plan.catch_up.runs)
+    assert plan.catch_up.runs[-1].end <= at(3, 11) <= plan.ranges[0][0]
+    assert "catching up app(s) mobile added" in describe_limits(settings, at(3, 15))
+
+    # A failure in mobile's catch-up: web's rows stay complete, the present hours run.
+    with monkeypatch.context() as m:
+        real = hourly_asset.compute
+
+        def failing_for_mobile(warehouse, start, end, app_ids=None):
+            if app_ids is not None:
+                raise RuntimeError("injected failure in a catch-up run")
+            return real(warehouse, start, end, app_ids=app_ids)
+
+        m.setattr(hourly_asset, "compute", failing_for_mobile)
+        report = run_at(at(3, 15), expect_success=False)
+    ran = hourly_runs(instance, report)
+    assert ran[0][1] is None and ran[-1][1] == "mobile", ran  # the present first, then the catch-up
+    assert instance.get_run_by_id(report.runs[-1].run_id).tags[PRIORITY_TAG] == "-1"
+    web_rows = [r for r in source.rows if r["app_id"] == "web"]
+    tables = pipeline_tables(warehouse)
+    assert ({r["event_id"] for r in tables["base_events"] if r["app_id"] == "web"}
+            == {r["event_id"] for r in expected(web_rows, "web", "mobile")["base_events"]})
+
+    # Resolved, the catch-up runs; the tables are the rules' for both apps.
+    for item in fail_locked_hour_items():
+        resolve_item(Settings.load(), item, note="transient")
+    report = run_at(at(4, 1))
+    assert_same_tables(pipeline_tables(warehouse), expected(source.rows, "web", "mobile"), "mobile caught up")
+    settings = Settings.load()
+    assert not plan_next_run(settings, at(4, 1), ManifestStore.of(settings).snapshot()).catch_up.hours
+
+    # web is removed: its rows leave every table by catch-up runs of web alone.
+    use(monkeypatch, source.path, warehouse, INCREMENTAL_APP_IDS="mobile")
+    report = run_at(at(4, 1))
+    assert {apps for _, apps in hourly_runs(instance, report)} == {"web"}, hourly_runs(instance, report)
+    assert_same_tables(pipeline_tables(warehouse), expected(source.rows, "mobile"), "web removed")
