@@ -136,7 +136,7 @@ def hourly_assets(context: AssetExecutionContext, warehouse: WarehouseResource):
                 "(`incremental-assets manifest resolve`) once the cause is found (docs/operations.md, Checks)")
         figures = figures_by_hour(window.start, window.end, read=results.read, kept=results.kept,
                                   rejected=results.rejected, filtered=results.filtered)
-        _add_hour_metadata(context, figures)
+        _add_hour_metadata(context, figures, app_ids)
         state = run_state_metadata(context, warehouse.settings)
         settings = settings_metadata(warehouse.settings)
         on_last_partition(context, {**settings, **schema_metadata(results.kept)}, BASE_EVENTS)
@@ -177,19 +177,23 @@ def hourly_assets(context: AssetExecutionContext, warehouse: WarehouseResource):
             output_name=FILTERED_EVENTS)
 
 
-def _add_hour_metadata(context: AssetExecutionContext, figures: dict[datetime, HourFigures]) -> None:
+def _add_hour_metadata(context: AssetExecutionContext, figures: dict[datetime, HourFigures],
+                       app_ids: tuple[str, ...] | None) -> None:
     """Each load hour's own numbers on its partition (the run's totals are on every partition
-    under other names), and one summary line in the run's log."""
+    under other names), and one summary line in the run's log. A catch-up run's figures are its
+    apps' rows alone: they are named so, not as the partition's row count."""
     by_key = {hour_key(hour): figure for hour, figure in figures.items()}
+    rows_key = "dagster/partition_row_count" if app_ids is None else "rows_of_these_app_ids"
+    scope = {} if app_ids is None else {"catch_up_app_ids": MetadataValue.text(",".join(app_ids))}
     for key in context.partition_keys:
         figure = by_key.get(key, HourFigures())
         context.add_asset_metadata({
-            "dagster/partition_row_count": MetadataValue.int(figure.kept),
+            rows_key: MetadataValue.int(figure.kept), **scope,
             "rejected_rows": MetadataValue.int(sum(figure.rejected.values())),
             "rejected_by_reason": MetadataValue.json(dict(sorted(figure.rejected.items()))),
         }, asset_key=BASE_EVENTS, partition_key=key)
         context.add_asset_metadata({
-            "dagster/partition_row_count": MetadataValue.int(sum(figure.filtered.values())),
+            rows_key: MetadataValue.int(sum(figure.filtered.values())), **scope,
             "rows_by_event_day": MetadataValue.json({str(day): n for day, n in sorted(figure.filtered.items())}),
         }, asset_key=FILTERED_EVENTS, partition_key=key)
     totals = list(figures.values())

@@ -86,6 +86,26 @@ def test_a_plan_lists_what_its_apply_runs_and_is_refused_once_the_source_moves(s
     # Each hourly step records the source rows it read (the cost model's rows): the plan's, in all.
     assert sum(source_rows_read(settings, report).values()) == plan.rows
 
+    # Attributes declared before they are applied: the plan names them (nothing else is due),
+    # and its apply computes them, then none is left to plan.
+    declaration = tmp_path / "attributes.yml"
+    declaration.write_text("attributes:\n"
+                           "  - {name: page_views, aggregation: count, events: [page_view]}\n"
+                           "  - {name: last_event, aggregation: last, property: event_name}\n")
+    monkeypatch.setenv("INCREMENTAL_ATTRIBUTES_FILE", str(declaration))
+    declared = Settings.load()
+    keys = sorted(d.key for d in declared.declared_attributes())
+    added = plans.make_plan(declared, at(3, 11))
+    assert (added.hours, added.days) == ((), ()) and added.attributes == tuple(
+        f"{key} added: computed for every user" for key in sorted(keys, key=lambda k: k.rpartition("@")[0]))
+    assert "attributes: the declared attributes changed" in plans.describe(added)
+    plans.record_plan(declared, added, at(3, 11))
+    report = runner.apply_plan(declared, added.plan_id, instance=instance, echo=quiet)
+    assert report.success and [run.job for run in report.runs] == ["attributes_job"], report.runs
+    assert {"page_views", "last_event"} <= set(read_table(declared.table_path(ATTRIBUTES)).column_names)
+    assert plans.make_plan(declared, at(3, 11)).attributes == ()
+    monkeypatch.delenv("INCREMENTAL_ATTRIBUTES_FILE")
+
     # Late rows land in hours processed already: they are planned as changed, with their rows.
     source.land_until(at(11))
     late = plans.make_plan(settings, at(11))
@@ -117,22 +137,3 @@ def test_a_plan_lists_what_its_apply_runs_and_is_refused_once_the_source_moves(s
     assert set(report.rebuilt_days) == {d.day for d in restated.days}
     assert {h.hour for h in restated.hours if h.rows} <= hours_written_by(settings, report) <= {
         h.hour for h in restated.hours}
-
-    # Attributes declared before they are applied: the plan names them beside the hours still
-    # due (the late rows above), and its apply computes them (then none is left to plan).
-    declaration = tmp_path / "attributes.yml"
-    declaration.write_text("attributes:\n"
-                           "  - {name: page_views, aggregation: count, events: [page_view]}\n"
-                           "  - {name: last_event, aggregation: last, property: event_name}\n")
-    monkeypatch.setenv("INCREMENTAL_ATTRIBUTES_FILE", str(declaration))
-    declared = Settings.load()
-    keys = sorted(d.key for d in declared.declared_attributes())
-    added = plans.make_plan(declared, at(3, 11))
-    assert added.attributes == tuple(
-        f"{key} added: computed for every user" for key in sorted(keys, key=lambda k: k.rpartition("@")[0]))
-    assert "attributes: the declared attributes changed" in plans.describe(added)
-    plans.record_plan(declared, added, at(3, 11))
-    report = runner.apply_plan(declared, added.plan_id, instance=instance, echo=quiet)
-    assert report.success and report.runs[-1].job == "attributes_job", report.runs
-    assert {"page_views", "last_event"} <= set(read_table(declared.table_path(ATTRIBUTES)).column_names)
-    assert plans.make_plan(declared, at(3, 11)).attributes == ()
