@@ -166,8 +166,8 @@ def cmd_maintain(args) -> int:
 
 
 def cmd_forget(args) -> int:
-    from incremental_assets import forget
-    from incremental_assets.runner import run_until
+    from incremental_assets import forget, plans
+    from incremental_assets.runner import apply_erasure
     from incremental_assets.settings import Settings
     from incremental_assets.sources.reader import require_source
     from resources.spark import get_spark
@@ -177,25 +177,17 @@ def cmd_forget(args) -> int:
     settings = Settings.load()
     require_source(settings.source)
     tables = table_store(get_spark(), settings.warehouse_root, settings.table_engine, shared=settings.warehouse_shared)
+    found = forget.find(settings, tables, ids)
+    plan = plans.plan_erasure(settings, args.until, tables, ids, found=found)
+    plans.record_plan(settings, plan, datetime.now(timezone.utc))
+    print(plans.describe(plan, apply_hint=args.dry_run))
+    if found.linked_domain_userids:
+        print(found.describe().splitlines()[-1])
     if args.dry_run:
-        print(forget.find(settings, tables, ids).describe())
         return 0
-    instance = _instance(args.ephemeral_instance)
-    request = forget.request_erasure(settings, tables, ids, instance=instance, now=datetime.now(timezone.utc),
-                                     note=args.note)
-    print(f"erasure {request.request_id} recorded\n{request.found.describe()}")
-    report = run_until(args.until, instance=instance)
+    report = apply_erasure(settings, plan, tables, instance=_instance(args.ephemeral_instance), note=args.note)
     print(report.summary())
-    left = forget.complete_erasure(settings, tables, request, now=datetime.now(timezone.utc))
-    if left.rows_in_tables:
-        print(f"erasure {request.request_id} not complete: {left.describe().splitlines()[0]}; the next runs "
-              "(the hourly sensor, or `incremental-assets run --until now`) finish it; forget the same ids again "
-              "to check and record it complete")
-        return 1
-    print(f"erasure {request.request_id} COMPLETED: no table holds these ids. Files of earlier table versions "
-          f"keep the old rows until vacuum deletes them, {settings.vacuum_retention_hours} h after "
-          "(`incremental-assets maintain`, or the daily maintenance schedule)")
-    return 0
+    return 0 if report.success else 1
 
 
 SUBMIT_HELP = ("submit the hourly runs to the instance ($DAGSTER_HOME) instead of running them here: its queue, "
@@ -253,7 +245,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_limits)
 
     p = sub.add_parser("plan", parents=[after],
-                       help="what the next runs (or a restatement) will recompute, with rows, days and cost, under an id")
+                       help="what the next runs (or a restatement) will recompute, with rows, days and cost, under an id "
+                            "(an erasure's plan: `forget --dry-run`)")
     p.add_argument("--until", type=_parse_ts, default=None, help="plan what is due at this time (default: now)")
     p.add_argument("--restate", nargs=2, type=_parse_date, metavar=("FIRST", "LAST"), default=None,
                    help="plan a rebuild of the load days FIRST..LAST instead of what is due")
@@ -273,7 +266,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="erase users from every table (and keep them out of every later run)")
     p.add_argument("--domain-userid", action="append", default=[], metavar="ID", help="repeat for several")
     p.add_argument("--user-id", action="append", default=[], metavar="ID", help="repeat for several")
-    p.add_argument("--dry-run", action="store_true", help="only show the rows per table and the hours it would run")
+    p.add_argument("--dry-run", action="store_true",
+                   help="only plan it: the rows per table, the hours and days it runs again, the cost, under an id "
+                        "for `apply`")
     p.add_argument("--until", type=_parse_ts, default=datetime.now(timezone.utc),
                    help="run what is due up to this time (default: now)")
     p.add_argument("--note", default="", help="why (kept in erasure_requests), e.g. a ticket number")

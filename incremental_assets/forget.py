@@ -19,13 +19,20 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 
 from pyspark.sql import functions as F
 
 from incremental_assets.erasure import COMPLETED, REQUESTED, RequestRecord, append_records
 from incremental_assets.hourly_step import LEDGER_SCHEMA
-from incremental_assets.names import ALL_TABLES, BASE_EVENTS, HOUR_LEDGER, HOURLY_TURN, REJECTED_EVENTS
+from incremental_assets.names import (
+    ALL_TABLES,
+    BASE_EVENTS,
+    FILTERED_EVENTS,
+    HOUR_LEDGER,
+    HOURLY_TURN,
+    REJECTED_EVENTS,
+)
 from incremental_assets.planning.processing_manifest import State
 from incremental_assets.planning.reconcile import RUN_AGAIN
 from incremental_assets.progress import processed_hours
@@ -41,11 +48,14 @@ SOURCE = "source"  # the source's row count, beside the tables' (the source is t
 
 @dataclass(frozen=True)
 class Found:
-    """Rows holding the ids, per table (and the source), and the processed load hours holding them."""
+    """Rows holding the ids, per table (and the source), the processed load hours holding them,
+    and the sessions and event days their filtered rows belong to."""
 
     rows: dict[str, int]
     load_hours: tuple[datetime, ...]
     linked_domain_userids: tuple[str, ...] = ()  # seen with an erased user_id: their other rows stay
+    sessions: int = 0  # sessions with a filtered row holding the ids: derived again without those rows
+    event_days: tuple[date, ...] = ()  # the days those sessions' filtered rows lie on: aggregated again
 
     @property
     def rows_in_tables(self) -> int:
@@ -88,6 +98,7 @@ def find(settings: Settings, tables: TableStore, ids: ErasedIds) -> Found:
     rows: dict[str, int] = {}
     hours: set[datetime] = set()
     linked: tuple[str, ...] = ()
+    sessions, days = 0, ()
     for name in ALL_TABLES:
         if not tables.exists(name):
             continue
@@ -104,12 +115,24 @@ def find(settings: Settings, tables: TableStore, ids: ErasedIds) -> Found:
             hours |= {r["hour"] for r in by_hour if r["hour"] is not None}
         else:
             rows[name] = holding.count()
+        if name == FILTERED_EVENTS:
+            sessions, days = _sessions_and_days(df, holding)
     source = holding_erased(read_source(tables, settings.source), ids)
     by_hour = source.groupBy(F.date_trunc("hour", load_time()).alias("hour")).count().collect()
     rows[SOURCE] = sum(r["count"] for r in by_hour)
     hours |= {r["hour"] for r in by_hour if r["hour"] is not None}
     processed = processed_hours(settings)  # the hour ledger, read without Spark
-    return Found(rows, tuple(sorted(h for h in (_utc(h) for h in hours) if h in processed)), linked)
+    return Found(rows, tuple(sorted(h for h in (_utc(h) for h in hours) if h in processed)), linked,
+                 sessions, days)
+
+
+def _sessions_and_days(filtered, holding) -> tuple[int, tuple[date, ...]]:
+    """The sessions with a filtered row holding the ids, and the event days of all their rows:
+    erased rows leave those days, and a session derived again without them may change the
+    others (its start, its user)."""
+    ids = holding.select("domain_sessionid").distinct()
+    days = filtered.join(ids, "domain_sessionid", "left_semi").select("event_date").distinct().collect()
+    return ids.count(), tuple(sorted(r["event_date"] for r in days))
 
 
 def _linked_domain_userids(holding, ids: ErasedIds) -> tuple[str, ...]:

@@ -1,8 +1,9 @@
 """`incremental-assets plan` and `apply`: the work a trigger will do, shown before it runs, and
 run only as shown.
 
-A plan is made from the source's Delta log, the ledgers and the manifest (no Spark): the load
-hours due now (or restated), each with why and its rows, the event days rebuilt after them, each
+A plan is made from the source's Delta log, the ledgers and the manifest (no Spark; an erasure's
+plan also reads the tables for the rows holding its ids): the load hours due now (or restated,
+or holding erased ids), each with why and its rows, the event days rebuilt after them, each
 with why, and an estimate of the seconds from the hourly step's recorded cost. It is recorded
 under its id (`plans`, a small Delta table) so that `apply ID` can plan again, refuse when the
 source, the settings or the closure moved, and otherwise run it (`runner.apply_plan`). The hourly
@@ -20,6 +21,7 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import write_deltalake
 
+from incremental_assets.forget import SOURCE, Found, find
 from incremental_assets.ledger import days_loaded_by_hour, late_days, recorded_attribute_keys
 from incremental_assets.names import PLANS
 from incremental_assets.planning.estimates import (
@@ -31,9 +33,12 @@ from incremental_assets.planning.estimates import (
 from incremental_assets.planning.hours import HOUR, hour_key, hours_between
 from incremental_assets.planning.plans import (
     DUE,
+    ERASED_HOUR,
+    FORGET,
     RESTATE,
     Plan,
     PlannedDay,
+    PlannedErasure,
     PlannedHour,
     attribute_changes,
     hour_reasons,
@@ -51,8 +56,9 @@ from incremental_assets.progress import (
 )
 from incremental_assets.settings import Settings
 from incremental_assets.sources.load_hours import SourceSnapshot, rows_by_hour
+from incremental_assets.transforms.erasure import ErasedIds
 from resources.manifest import ManifestStore, abandoned_lock_check
-from resources.tables import read_delta_arrow
+from resources.tables import TableStore, read_delta_arrow
 
 # Settings that change how runs are operated, not what they compute: a plan stays valid across them.
 OPERATIONAL_SETTINGS = frozenset({
@@ -106,20 +112,54 @@ def due_plan(settings: Settings, now: datetime, *, manifest: ManifestStore, snap
     """The plan of the hours reconciliation found due (`due`, from this manifest and snapshot):
     `incremental-assets plan`'s, and the hourly sensor's for the runs it launches. Hours that
     catch up for some app ids say which ("app(s) mobile added")."""
+    return _plan(settings, now, DUE, _due_reasons(settings, due), set(), manifest=manifest, snapshot=snapshot)
+
+
+def plan_erasure(settings: Settings, now: datetime, tables: TableStore, ids: ErasedIds, *, instance=None,
+                 found: Found | None = None) -> Plan:
+    """The plan of erasing `ids` (`forget`): what is due at `now`, and the processed load hours
+    holding the ids run again (read without them), the event days of their sessions rebuilt, with
+    the rows holding them per table (`found`, when the caller searched already). The ids are kept
+    as their digests only."""
+    now = now.astimezone(timezone.utc)
+    found = found or find(settings, tables, ids)
+    manifest = ManifestStore.of(settings).snapshot()
+    snapshot = current_snapshot(settings, now)
+    due = plan_load_hours(settings, now=now, manifest=manifest, snapshot=snapshot,
+                          lock_released=abandoned_lock_check(instance, settings.max_lock_age_hours))
+    reasons = _due_reasons(settings, due)
+    for hour in found.load_hours:
+        reasons.setdefault(hour, ERASED_HOUR)
+    digests = tuple(sorted((column, d) for column, values in ids.digests.items() for d in values))
+    erasure = PlannedErasure(ids=digests, rows=tuple(sorted(found.rows.items())), sessions=found.sessions)
+    return _plan(settings, now, f"{FORGET} {len(digests)} id(s)", reasons, set(), manifest=manifest,
+                 snapshot=snapshot, erasure=erasure, erased_days=set(found.event_days))
+
+
+def erased_ids(plan: Plan) -> ErasedIds:
+    """The ids an erasure's plan erases (as digests)."""
+    if plan.erasure is None:
+        raise ValueError(f"plan {plan.plan_id} is not an erasure's ({plan.trigger})")
+    return ErasedIds.of(plan.erasure.ids)
+
+
+def _due_reasons(settings: Settings, due: LoadHoursPlan) -> dict[datetime, str]:
     hours = due.hours
     reasons = hour_reasons(new=hours.new, changed=hours.changed, removed=hours.removed, lookback=hours.lookback,
                            other_rules=set(hours.due) & hours_under_other_rules(settings))
     for hour in due.catch_up.apps_by_hour:
         reasons.setdefault(hour, due.catch_up.reason(hour))
-    return _plan(settings, now, DUE, reasons, set(), manifest=manifest, snapshot=snapshot)
+    return reasons
 
 
 def _plan(settings: Settings, now: datetime, trigger: str, reasons: dict[datetime, str], requested: set[date], *,
-          manifest: ManifestStore, snapshot: SourceSnapshot | None) -> Plan:
+          manifest: ManifestStore, snapshot: SourceSnapshot | None, erasure: PlannedErasure | None = None,
+          erased_days: set[date] = frozenset()) -> Plan:
     rows = None if snapshot is None else rows_by_hour(snapshot.path, snapshot.version, reasons)
     hours = tuple(PlannedHour(hour, reasons[hour], None if rows is None else rows[hour])
                   for hour in sorted(reasons))
-    days = widened_days(reasons, days_loaded_by_hour(settings), set(late_days(settings)[0].days), requested)
+    days = widened_days(reasons, days_loaded_by_hour(settings), set(late_days(settings)[0].days), requested,
+                        erased_days)
     cost = fit_step_cost(hourly_step_samples(manifest.records()))
     runs = _runs(sorted(reasons), settings.max_hours_per_run)
     planned_rows = None if rows is None else sum(rows.values())
@@ -128,7 +168,7 @@ def _plan(settings: Settings, now: datetime, trigger: str, reasons: dict[datetim
     attributes = attribute_changes(recorded_attribute_keys(settings), {d.key for d in settings.declared_attributes()})
     return Plan(trigger=trigger, until=now, source_version=None if snapshot is None else snapshot.version,
                 settings_digest=settings_digest(settings), hours=hours, days=days, runs=runs,
-                estimate_seconds=estimate, attributes=attributes, estimate_note=note)
+                estimate_seconds=estimate, attributes=attributes, estimate_note=note, erasure=erasure)
 
 
 def _runs(hours: list[datetime], max_hours_per_run: int) -> int:
@@ -145,12 +185,14 @@ def _runs(hours: list[datetime], max_hours_per_run: int) -> int:
 DAYS_SHOWN = 12
 
 
-def describe(plan: Plan, *, full: bool = False) -> str:
+def describe(plan: Plan, *, full: bool = False, apply_hint: bool = True) -> str:
     """The plan in words: its id, what it depends on, every hour and day with why, the cost,
     the declared attributes recomputed."""
     lines = [f"plan {plan.plan_id}: {plan.trigger} at {plan.until:%Y-%m-%d %H:%M} UTC; source version "
              f"{plan.source_version}, settings {plan.settings_digest}"]
-    if not plan.hours and not plan.attributes:
+    if plan.erasure:
+        lines += _erasure(plan.erasure)
+    elif not plan.hours and not plan.attributes:
         lines.append("  nothing to run")
         return "\n".join(lines)
     if plan.hours:
@@ -158,8 +200,21 @@ def describe(plan: Plan, *, full: bool = False) -> str:
     if plan.attributes:
         lines.append("  attributes: the declared attributes changed")
         lines += [f"    {change}" for change in plan.attributes]
-    lines.append(f"  apply it: incremental-assets apply {plan.plan_id}")
+    if apply_hint:
+        lines.append(f"  apply it: incremental-assets apply {plan.plan_id}")
     return "\n".join(lines)
+
+
+def _erasure(erasure: PlannedErasure) -> list[str]:
+    rows = dict(erasure.rows)
+    in_tables = {name: n for name, n in rows.items() if name != SOURCE and n}
+    return [f"  erasure of {len(erasure.ids)} id(s), kept as SHA-256 digests only: "
+            f"{sum(in_tables.values())} row(s) in the warehouse's tables to remove"
+            + (f" ({', '.join(f'{name}: {n}' for name, n in sorted(in_tables.items()))})" if in_tables else ""),
+            f"    {rows.get(SOURCE, 0)} row(s) in the source, left there (its loader's to erase); every run "
+            "reads it without them",
+            f"    {erasure.sessions} session(s) derived again without their rows; attributes recomputed for "
+            "the users of the days rebuilt, the erased users' rows removed"]
 
 
 def _hours_and_days(plan: Plan, full: bool) -> list[str]:
@@ -194,18 +249,22 @@ def as_json(plan: Plan) -> str:
         "settings_digest": plan.settings_digest, "runs": plan.runs, "estimate_seconds": plan.estimate_seconds,
         "estimate_note": plan.estimate_note,
         "hours": [[h.hour.isoformat(), h.reason, h.rows] for h in plan.hours],
-        "days": [[d.day.isoformat(), d.reason] for d in plan.days], "attributes": list(plan.attributes)},
+        "days": [[d.day.isoformat(), d.reason] for d in plan.days], "attributes": list(plan.attributes),
+        "erasure": None if plan.erasure is None else [plan.erasure.ids, plan.erasure.rows, plan.erasure.sessions]},
         sort_keys=True)
 
 
 def from_json(text: str) -> Plan:
     data = json.loads(text)
+    erasure = data.get("erasure")
     return Plan(trigger=data["trigger"], until=datetime.fromisoformat(data["until"]),
                 source_version=data["source_version"], settings_digest=data["settings_digest"],
                 hours=tuple(PlannedHour(datetime.fromisoformat(h), reason, rows) for h, reason, rows in data["hours"]),
                 days=tuple(PlannedDay(date.fromisoformat(d), reason) for d, reason in data["days"]),
                 runs=data["runs"], estimate_seconds=data["estimate_seconds"],
-                attributes=tuple(data.get("attributes", ())), estimate_note=data.get("estimate_note"))
+                attributes=tuple(data.get("attributes", ())), estimate_note=data.get("estimate_note"),
+                erasure=None if erasure is None else PlannedErasure(
+                    tuple(map(tuple, erasure[0])), tuple(map(tuple, erasure[1])), erasure[2]))
 
 
 def record_plan(settings: Settings, plan: Plan, now: datetime) -> None:
@@ -222,11 +281,16 @@ def recorded_plan(settings: Settings, plan_id: str) -> Plan:
                      "make one with `incremental-assets plan`")
 
 
-def plan_to_apply(settings: Settings, plan_id: str, *, instance=None) -> Plan:
+def plan_to_apply(settings: Settings, plan_id: str, *, instance=None, tables: TableStore | None = None) -> Plan:
     """The recorded plan `plan_id`, planned again at its time: refused (PlanRefused, saying why)
-    when the source, the settings or the closure moved since."""
+    when the source, the settings or the closure moved since. An erasure's plan reads `tables`."""
     planned = recorded_plan(settings, plan_id)
-    current = make_plan(settings, planned.until, restate=planned.restated_days, instance=instance)
+    if planned.erasure is not None:
+        if tables is None:
+            raise ValueError(f"plan {plan_id} is an erasure's: planning it again reads the tables")
+        current = plan_erasure(settings, planned.until, tables, erased_ids(planned), instance=instance)
+    else:
+        current = make_plan(settings, planned.until, restate=planned.restated_days, instance=instance)
     moved = why_plan_moved(planned, current)
     if moved:
         raise PlanRefused(f"plan {plan_id} not applied: {moved}")

@@ -5,7 +5,8 @@ the tests call. It sits above `definitions` (the composition root); nothing belo
   failed step on the console (the full event log goes to the Dagster instance, the UI);
 - `run_until(ts)`: what the daemon would do at time `ts`: the load hours `progress` plans
   (the rule the hourly sensor uses), then the late days, then attributes;
-- `backfill(start, end)`: every asset over the loads of [start, end], then the days they touch.
+- `backfill(start, end)`: every asset over the loads of [start, end], then the days they touch;
+- `apply_plan(id)`: a recorded plan, as shown (`apply_erasure`: an erasure's, at once for `forget`).
 
 With `submit=True` the hourly runs are submitted to the instance instead (`submit_job`): its
 queue, pools and run launcher decide where and when they run, as for the UI's and the
@@ -36,6 +37,7 @@ from dagster._core.remote_origin import (
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
 from incremental_assets.definitions import defs
+from incremental_assets.forget import complete_erasure, request_erasure
 from incremental_assets.ledger import (
     days_loaded_between,
     declared_attributes_changed,
@@ -56,9 +58,10 @@ from incremental_assets.names import (
 )
 from incremental_assets.planning.hours import HOUR, contiguous_ranges, day_key, hour_keys
 from incremental_assets.planning.late_days import LateDaysPlan
+from incremental_assets.planning.plans import Plan
 from incremental_assets.planning.reconcile import split_ranges
 from incremental_assets.planning.run_limits import RunLimits
-from incremental_assets.plans import plan_to_apply
+from incremental_assets.plans import erased_ids, plan_to_apply, recorded_plan
 from incremental_assets.progress import (
     backfill_hours,
     catch_up_tags,
@@ -69,6 +72,8 @@ from incremental_assets.progress import (
 from incremental_assets.settings import Settings
 from incremental_assets.sources.reader import require_source
 from resources.manifest import ManifestStore
+from resources.spark import get_spark
+from resources.tables import TableStore, table_store
 
 Echo = Callable[[str], None]
 # The code location as pyproject.toml's [tool.dagster] (and workspace.yaml) name it.
@@ -100,7 +105,7 @@ class RunReport:
     late_days: LateDaysPlan | None = None
     rebuilt_days: list[date] = field(default_factory=list)  # the event days daily runs were launched for
     runs: list[JobRun] = field(default_factory=list)
-    refused: str | None = None  # why nothing could run (a fail-locked or locked item)
+    refused: str | None = None  # what waits: a fail-locked or locked item, an erasure the next runs finish
 
     @property
     def success(self) -> bool:
@@ -351,10 +356,40 @@ def apply_plan(settings: Settings, plan_id: str, *, instance, echo: Echo = print
     """Run plan `plan_id` as it was shown (`incremental-assets plan`): its hourly runs at its
     time, then its days and attributes, every run tagged with its id; refused
     (plans.PlanRefused) when it no longer describes what would run."""
-    plan = plan_to_apply(settings, plan_id, instance=instance)
+    tables = _tables(settings) if recorded_plan(settings, plan_id).erasure else None
+    plan = plan_to_apply(settings, plan_id, instance=instance, tables=tables)
+    if tables is not None:
+        return apply_erasure(settings, plan, tables, instance=instance, echo=echo)
     echo(f"applying plan {plan_id}: {len(plan.hours)} load hour(s), {len(plan.days)} event day(s)")
     tags = {APPLIED_PLAN_TAG: plan_id}
     if plan.restated_days is None:
         return run_until(plan.until, instance=instance, echo=echo, tags=tags)
     first, last = plan.restated_days
     return backfill(first, last, instance=instance, echo=echo, now=plan.until, tags=tags)
+
+
+def apply_erasure(settings: Settings, plan: Plan, tables: TableStore, *, instance, echo: Echo = print,
+                  note: str = "", now: datetime | None = None) -> RunReport:
+    """Run an erasure's plan (`plans.plan_erasure`): record the request (`forget.request_erasure`,
+    which makes the hours holding the ids due), run what is due at the plan's time, then record
+    the erasure COMPLETED once no table holds the ids. An erasure the runs leave incomplete (a
+    failed run) waits for the next runs: the report's `refused` says so."""
+    request = request_erasure(settings, tables, erased_ids(plan), instance=instance,
+                              now=now or datetime.now(timezone.utc),
+                              note="; ".join(filter(None, [f"plan {plan.plan_id}", note])))
+    echo(f"erasure {request.request_id} recorded (plan {plan.plan_id})\n{request.found.describe()}")
+    report = run_until(plan.until, instance=instance, echo=echo, tags={APPLIED_PLAN_TAG: plan.plan_id})
+    left = complete_erasure(settings, tables, request, now=now or datetime.now(timezone.utc))
+    if left.rows_in_tables:
+        report.refused = (f"erasure {request.request_id} not complete: {left.describe().splitlines()[0]}; the next "
+                          "runs (the hourly sensor, or `incremental-assets run --until now`) finish it; forget the "
+                          "same ids again to check and record it complete")
+    else:
+        echo(f"erasure {request.request_id} COMPLETED: no table holds these ids. Files of earlier table versions "
+             f"keep the old rows until vacuum deletes them, {settings.vacuum_retention_hours} h after "
+             "(`incremental-assets maintain`, or the daily maintenance schedule)")
+    return report
+
+
+def _tables(settings: Settings) -> TableStore:
+    return table_store(get_spark(), settings.warehouse_root, settings.table_engine, shared=settings.warehouse_shared)

@@ -1,8 +1,9 @@
 """A plan: what one trigger will recompute, with its cost, under an id that `apply` checks.
 
-A trigger is what reconciliation finds due at a time, or a restatement of a range of load days.
-Its closure is the load hours the hourly runs will take, each with why, the source rows they
-hold, and the event days the daily runs will rebuild after them, each with why. The id is a
+A trigger is what reconciliation finds due at a time, a restatement of a range of load days, or
+an erasure of users (what is due, and the processed hours holding their ids run again). Its
+closure is the load hours the hourly runs will take, each with why, the source rows they hold,
+and the event days the daily runs will rebuild after them, each with why. The id is a
 digest of the source version, the settings and the closure: `apply` plans again and runs only
 while the id is the same, so what runs is what was shown. Pure: the callers read the source's
 log, the ledgers and the manifest (`incremental_assets.plans`).
@@ -19,6 +20,8 @@ from incremental_assets.planning.hours import hour_key
 
 DUE = "due"  # the trigger of what reconciliation finds due
 RESTATE = "restate"  # the trigger of a restatement: "restate FIRST..LAST"
+FORGET = "forget"  # the trigger of an erasure: "forget N id(s)"
+ERASED_HOUR = "holds erased ids"  # the reason of a processed hour run again only for an erasure
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,16 @@ class PlannedDay:
 
 
 @dataclass(frozen=True)
+class PlannedErasure:
+    """What an erasure removes: its ids (as SHA-256 digests, never the ids), the rows holding
+    them per table and in the source ("source", left to its loader), the sessions derived again."""
+
+    ids: tuple[tuple[str, str], ...]  # (id column, digest), sorted
+    rows: tuple[tuple[str, int], ...]  # (table, rows), sorted
+    sessions: int
+
+
+@dataclass(frozen=True)
 class Plan:
     trigger: str  # "due" or "restate FIRST..LAST"
     until: datetime  # the time the plan is made for (runs never take a load hour past it)
@@ -46,6 +59,7 @@ class Plan:
     estimate_seconds: float | None  # None: no recorded step to estimate from
     attributes: tuple[str, ...] = ()  # declared attributes recomputed for every user, each with why
     estimate_note: str | None = None  # why the estimate may be off (`estimates.unknown_fixed_part`)
+    erasure: PlannedErasure | None = None  # an erasure's ids and the rows holding them
 
     @property
     def plan_id(self) -> str:
@@ -58,6 +72,7 @@ class Plan:
             "hours": [[h.hour.isoformat(), h.reason] for h in self.hours],
             "days": [[d.day.isoformat(), d.reason] for d in self.days],
             **({"attributes": list(self.attributes)} if self.attributes else {}),
+            **({"erasure": [self.erasure.ids, self.erasure.rows, self.erasure.sessions]} if self.erasure else {}),
         }
         return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:12]
 
@@ -95,32 +110,37 @@ def why_plan_moved(planned: Plan, current: Plan) -> str | None:
         return "the event days to rebuild changed since the plan: plan again"
     if planned.attributes != current.attributes:
         return "the declared attributes to recompute changed since the plan: plan again"
+    if planned.erasure != current.erasure:
+        return "the rows holding the erased ids changed since the plan: plan again"
     return None
 
 
-def hour_reasons(*, new, changed, removed, lookback, other_rules, restated=()) -> dict[datetime, str]:
+def hour_reasons(*, new, changed, removed, lookback, other_rules, restated=(), erased=()) -> dict[datetime, str]:
     """Each hour's reason, the first that applies: restated, rules changed, data gone, new,
-    changed, look-back."""
+    changed, look-back, holds erased ids."""
     reasons: dict[datetime, str] = {}
     for hours, reason in ((restated, "restated"), (other_rules, "rules changed"), (removed, "data gone"),
-                          (new, "new"), (changed, "changed"), (lookback, "look-back")):
+                          (new, "new"), (changed, "changed"), (lookback, "look-back"), (erased, ERASED_HOUR)):
         for hour in hours:
             reasons.setdefault(hour, reason)
     return reasons
 
 
 def widened_days(hours: dict[datetime, str], days_loaded: dict[datetime, set[date]], due_days: set[date],
-                 requested: set[date] = frozenset()) -> tuple[PlannedDay, ...]:
+                 requested: set[date] = frozenset(), erased_days: set[date] = frozenset()) -> tuple[PlannedDay, ...]:
     """The event days the daily runs rebuild after `hours`, each with why: days asked for, days
-    already due (late rows waiting), the day of each load hour, and the days an hour's rows
-    landed on when it last ran (late rows and sessions that cross midnight widen a day to
-    those)."""
+    already due (late rows waiting), the days an erasure takes rows from, the day of each load
+    hour, and the days an hour's rows landed on when it last ran (late rows and sessions that
+    cross midnight widen a day to those). An hour run again only for an erasure reads its other
+    rows unchanged: it widens to no day of its own."""
     reasons: dict[date, str] = {}
     for day in sorted(requested):
         reasons[day] = "restated"
     for day in sorted(due_days):
         reasons.setdefault(day, "due now (late rows waiting or a day not yet rebuilt)")
-    for hour in sorted(hours):
+    for day in sorted(erased_days):
+        reasons.setdefault(day, "erasure: a session holding the erased ids has filtered rows on it")
+    for hour in sorted(h for h, reason in hours.items() if reason != ERASED_HOUR):
         reasons.setdefault(hour.date(), f"load hour {hour_key(hour)} ({hours[hour]})")
         for day in sorted(days_loaded.get(hour, ())):
             reasons.setdefault(day, f"widened from load day {hour.date()}: rows of load hour {hour_key(hour)} "

@@ -9,12 +9,14 @@ The judge is the documented rules applied to the source without their rows.
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from incremental_assets.names import HOUR_LEDGER
 from tests.delta_reads import read_table
 from tests.differential import hostile, reference
 from tests.differential.hostile import at
@@ -57,10 +59,11 @@ def data_files_holding(warehouse: Path) -> list[str]:
     return out
 
 
-def test_forget_removes_users_from_every_table_and_keeps_them_out(spark, instance, tmp_path, monkeypatch):
-    from incremental_assets import erasure, forget, runner
+def test_forget_removes_users_from_every_table_and_keeps_them_out(spark, instance, tmp_path, monkeypatch, capsys):
+    from incremental_assets import cli, erasure, forget, plans, runner
     from incremental_assets.maintenance import maintain_tables
     from incremental_assets.operations import describe_limits
+    from incremental_assets.planning.plans import ERASED_HOUR
     from incremental_assets.settings import Settings
     from resources.tables import table_store
 
@@ -83,10 +86,33 @@ def test_forget_removes_users_from_every_table_and_keeps_them_out(spark, instanc
     assert found.load_hours and all(h.minute == 0 and h < at(3) for h in found.load_hours)
     assert found.linked_domain_userids == ("d-u2",)  # bob's device: its other rows stay
 
-    request = forget.request_erasure(settings, tables, ids, instance=instance, now=at(3, 0, 10))
-    report = runner.run_until(at(3, 1), instance=instance, echo=quiet)
-    assert report.success, report.runs
-    left = forget.complete_erasure(settings, tables, request, now=at(3, 0, 30))
+    # The erasure's plan: the processed hours holding the ids, the rows per table, the days of
+    # their sessions. An erased user's event landing after it (a source commit) refuses it.
+    planned = plans.plan_erasure(settings, at(3, 1), tables, ids)
+    assert planned.trigger == "forget 3 id(s)" and planned.erasure.rows == tuple(sorted(found.rows.items()))
+    assert {h.hour for h in planned.hours if h.reason == ERASED_HOUR} == set(found.load_hours)
+    assert {d.day for d in planned.days} == set(found.event_days) and found.sessions > 0
+    assert not {"e-u1", "g-u1", "bob"} & set(plans.as_json(planned).replace('"', " ").split())
+    plans.record_plan(settings, planned, at(3, 1))
+    rows.append(hostile.event(at(3, 0, 40), session="e-s9", user="e-u1"))
+    hostile.write_source(source, rows[-1:])
+    with pytest.raises(plans.PlanRefused, match="source at version"):
+        runner.apply_plan(settings, planned.plan_id, instance=instance, echo=quiet)
+
+    # Planned again and applied: it runs exactly the hours listed.
+    plan = plans.plan_erasure(settings, at(3, 1), tables, ids)
+    plans.record_plan(settings, plan, at(3, 1))
+    report = runner.apply_plan(settings, plan.plan_id, instance=instance, echo=quiet)
+    assert report.success, (report.runs, report.refused)
+    ledger = read_table(settings.table_path(HOUR_LEDGER)).to_pylist()
+    hourly_runs = {run.run_id for run in report.runs if run.job == "hourly_job"}
+    assert {r["load_hour_tstamp"].astimezone(dt.UTC) for r in ledger if r["run_id"] in hourly_runs
+            and r["source_fingerprint"]} == {h.hour for h in plan.hours}
+    # Every day the erasure takes rows from is rebuilt; a new hour's own day is planned too (its
+    # rows may all lie on the day before).
+    assert set(found.event_days) <= set(report.rebuilt_days) <= {d.day for d in plan.days}, (report, plan.days)
+    assert {instance.get_run_by_id(run.run_id).tags["incremental/plan_id"] for run in report.runs} == {plan.plan_id}
+    left = forget.find(settings, tables, ids)
     assert left.rows_in_tables == 0, left.describe()
 
     kept = [row for row in rows if not holds_an_erased_id(row)]
@@ -99,6 +125,7 @@ def test_forget_removes_users_from_every_table_and_keeps_them_out(spark, instanc
     assert "erasures: 1 request(s), 1 completed" in describe_limits(settings, at(3, 1))
     assert {(r.rows_found, r.load_hours) for r in records if r.state == "COMPLETED"} == {
         (found.rows_in_tables, len(found.load_hours))}
+    assert all(r.detail.endswith(f"plan {plan.plan_id}") for r in records), records
     assert not {"e-u1", "g-u1", "bob"} & {v for r in records for v in (r.id_sha256, r.detail)}
 
     # A later event of an erased user is left out as it lands.
@@ -115,3 +142,9 @@ def test_forget_removes_users_from_every_table_and_keeps_them_out(spark, instanc
     assert [p for p in warehouse.rglob("_delta_log/*") if p.is_file()
             and any(value.encode() in p.read_bytes() for values in ERASED.values() for value in values)] == []
 
+    # `forget --dry-run` shows the erasure's plan: once erased, nothing is left to remove.
+    capsys.readouterr()
+    assert cli.main(["forget", "--domain-userid", "e-u1", "--dry-run", "--until", at(3, 5).isoformat()]) == 0
+    shown = capsys.readouterr().out
+    assert "forget 1 id(s)" in shown and "0 row(s) in the warehouse's tables to remove" in shown, shown
+    assert "apply it: incremental-assets apply" in shown and "e-u1" not in shown.split("\n", 1)[1], shown

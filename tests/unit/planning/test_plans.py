@@ -3,8 +3,10 @@
 from datetime import date, datetime, timedelta, timezone
 
 from incremental_assets.planning.plans import (
+    ERASED_HOUR,
     Plan,
     PlannedDay,
+    PlannedErasure,
     PlannedHour,
     attribute_changes,
     hour_reasons,
@@ -23,13 +25,17 @@ def plan(**changes) -> Plan:
     return Plan(**{**fields, **changes})
 
 
+ERASURE = PlannedErasure(ids=(("user_id", "ab12"),), rows=(("base_events", 4), ("source", 5)), sessions=2)
+
+
 def test_the_id_follows_what_the_plan_depends_on_and_does_not_its_estimate():
     assert plan().plan_id == plan(estimate_seconds=99.0, runs=3).plan_id
     ids = {plan().plan_id, plan(source_version=810).plan_id, plan(settings_digest="s2").plan_id,
            plan(hours=plan().hours[:1]).plan_id, plan(trigger="restate 2026-03-02..2026-03-02").plan_id,
            plan(days=()).plan_id, plan(until=H0 + 4 * HOUR).plan_id,
-           plan(attributes=("visits@2 added: computed for every user",)).plan_id}
-    assert len(ids) == 8
+           plan(attributes=("visits@2 added: computed for every user",)).plan_id,
+           plan(erasure=ERASURE).plan_id, plan(erasure=PlannedErasure(ERASURE.ids, ERASURE.rows, 3)).plan_id}
+    assert len(ids) == 10
 
 
 def test_a_moved_source_settings_or_closure_is_named():
@@ -70,3 +76,16 @@ def test_declared_attributes_added_changed_and_removed_are_each_named():
     assert attribute_changes(None, declared) == ()  # no attributes table yet: the first run computes them all
     moved = why_plan_moved(plan(), plan(attributes=attribute_changes(recorded, declared)))
     assert moved == "the declared attributes to recompute changed since the plan: plan again"
+
+
+def test_an_erasure_runs_its_hours_again_and_rebuilds_only_the_days_its_sessions_lie_on():
+    reasons = hour_reasons(new=[H0 + HOUR], changed=[], removed=[], lookback=[], other_rules=[],
+                           erased=[H0, H0 + HOUR])
+    assert reasons == {H0: ERASED_HOUR, H0 + HOUR: "new"}  # an hour due anyway keeps its reason
+    days = widened_days(reasons, {H0: {date(2026, 3, 1), date(2026, 3, 2)}, H0 + HOUR: {date(2026, 3, 3)}},
+                        due_days=set(), erased_days={date(2026, 2, 28)})
+    # The erased hour's other rows are read unchanged: none of its days is widened to.
+    assert {d.day: d.reason.split(":")[0] for d in days} == {
+        date(2026, 2, 28): "erasure", date(2026, 3, 2): "load hour 2026-03-02-23", date(2026, 3, 3): "widened from load day 2026-03-02"}
+    moved = why_plan_moved(plan(erasure=ERASURE), plan(erasure=PlannedErasure(ERASURE.ids, (("base_events", 5),), 2)))
+    assert moved == "the rows holding the erased ids changed since the plan: plan again"
