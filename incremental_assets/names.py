@@ -50,6 +50,7 @@ HOURLY_JOB = "hourly_job"
 DAILY_JOB = "daily_job"
 ATTRIBUTES_JOB = "attributes_job"
 MANIFEST_ADMIN_JOB = "manifest_admin_job"
+PLAN_JOB = "plan_job"
 MAINTENANCE_JOB = "maintenance_job"
 
 # -- run tags ---------------------------------------------------------------------------------

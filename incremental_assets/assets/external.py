@@ -21,6 +21,7 @@ from incremental_assets.names import (
     FILTERED_EVENTS,
     HOUR_LEDGER,
     LIFECYCLE,
+    PLANS,
     PROCESSING_MANIFEST,
     REJECTED_EVENTS,
     SESSIONS_TO_REFILTER,
@@ -76,4 +77,12 @@ state_tables = [AssetSpec(name, group_name="pipeline_state", kinds={"delta"}, de
                           owners=OWNERS, metadata=table_metadata(name))
                 for name, (text, writers) in STATE_TABLE_LINEAGE.items()]
 
-EXTERNAL_ASSETS = [source_events, *state_tables]
+# Written by `plan`, plan_job and hourly_load_sensor, not by an asset's step: each plan is observed here.
+plans_table = AssetSpec(
+    PLANS, group_name="pipeline_state", kinds={"delta"}, owners=OWNERS, metadata=table_metadata(PLANS),
+    description="Every plan made (`incremental-assets plan`, plan_job, and hourly_load_sensor for each run it "
+                "launches), by id: the load hours, event days, rows and estimated seconds it recomputes, each with "
+                "why. Each observation shows one plan in full; a run applying a plan carries its id "
+                "(incremental/plan_id).")
+
+EXTERNAL_ASSETS = [source_events, *state_tables, plans_table]

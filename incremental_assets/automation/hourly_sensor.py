@@ -27,6 +27,7 @@ from dagster import (
 from dagster._core.execution.backfill import BulkActionStatus  # not exported at top level
 
 from incremental_assets.automation.jobs import hourly_job
+from incremental_assets.automation.plan_job import plan_observation
 from incremental_assets.automation.status import SENSOR_STATUS
 from incremental_assets.names import (
     APPLIED_PLAN_TAG,
@@ -112,8 +113,9 @@ def hourly_run_request(warehouse: WarehouseResource, *, now: datetime, instance)
         RUN_LIMITS_TAG: plan.limits(start, end).describe(),
         REASON_TAG: plan.reason() if app_ids is None else f"catching up: {plan.catch_up.runs[0].describe()}",
         SOURCE_VERSION_TAG: str(snapshot.version), APPLIED_PLAN_TAG: shown.plan_id, **catch_up_tags(app_ids),
-    })], asset_events=source_observations(snapshot, [*hours_between(start, end), *plan.hours.due,
-                                                     *plan.hours.deferred, *plan.hours.waiting]))
+    })], asset_events=[*source_observations(snapshot, [*hours_between(start, end), *plan.hours.due,
+                                                       *plan.hours.deferred, *plan.hours.waiting]),
+                       plan_observation(shown)])
 
 
 def source_observations(snapshot, hours: list[datetime]) -> list[AssetObservation]:

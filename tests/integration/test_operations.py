@@ -1,12 +1,13 @@
 """Operating the pipeline: a failed run leaves a fail-locked item, `incremental-assets limits`
-reports it, `manifest resolve` (CLI or manifest_admin_job) releases it, the next run proceeds."""
+reports it, `manifest resolve` (CLI or manifest_admin_job) releases it, the next run proceeds;
+plan_job makes a plan from the UI and shows it on the `plans` asset."""
 
 from datetime import date, datetime, timezone
 
 import pytest
 from dagster import DagsterInstance
 
-from incremental_assets import cli
+from incremental_assets import cli, plans
 from incremental_assets.planning.processing_manifest import ItemStatus, State
 from incremental_assets.settings import Settings
 from incremental_assets.skipped_hours import skipped_hours
@@ -117,3 +118,31 @@ def test_manifest_admin_job_resolves_and_skips_items(dagster_home):
     assert not refused.success
     (failure,) = [e for e in refused.all_events if e.is_step_failure]
     assert "not failed: nothing to resolve" in failure.event_specific_data.error.message
+
+
+def test_plan_job_records_a_plan_and_shows_it_on_the_plans_asset(dagster_home, tmp_path, monkeypatch):
+    from dagster import AssetKey
+
+    from incremental_assets.definitions import defs
+
+    monkeypatch.setenv("INCREMENTAL_SOURCE_PATH", str(tmp_path / "no_source_yet"))
+    job, instance = defs.resolve_job_def("plan_job"), DagsterInstance.get()
+
+    def plan_job(**config):
+        return job.execute_in_process(run_config={"ops": {"plan_op": {"config": config}}}, instance=instance,
+                                      raise_on_error=False)
+
+    result = plan_job(until="2026-01-06T00:00:00Z", restate_first="2026-01-05", restate_last="2026-01-05")
+    assert result.success
+    (event,) = [e for e in result.all_events if e.event_type_value == "ASSET_OBSERVATION"]
+    shown = event.event_specific_data.asset_observation
+    assert shown.asset_key == AssetKey("plans")
+    plan = plans.recorded_plan(Settings.load(), shown.metadata["plan_id"].value)
+    assert shown.metadata["trigger"].value == plan.trigger == "restate 2026-01-05..2026-01-05"
+    assert shown.metadata["load_hours"].value == len(plan.hours) == 24
+    assert shown.metadata["plan"].value == f"```\n{plans.describe(plan, full=True)}\n```"
+
+    refused = plan_job(restate_first="2026-13-01", restate_last="2026-01-05")
+    assert not refused.success
+    (failure,) = [e for e in refused.all_events if e.is_step_failure]
+    assert "restate_first='2026-13-01' is not a date" in failure.event_specific_data.error.message

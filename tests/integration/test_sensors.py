@@ -131,6 +131,9 @@ def test_new_hours_run_once_and_hours_whose_files_change_run_again_however_old(e
     shown = plans.recorded_plan(Settings.load(), request.tags[APPLIED_PLAN_TAG])
     assert [(h.hour, h.reason, h.rows) for h in shown.hours] == [(at(h), "new", 1) for h in range(4)]
     assert shown.until == at(4.5) and [d.day for d in shown.days] == [DAY.date()]
+    # ... and shows it on the `plans` asset, as the UI lists plans.
+    (observed,) = [e for e in first.asset_events if e.asset_key.path == ["plans"]]
+    assert observed.metadata["plan_id"].value == shown.plan_id and observed.metadata["load_hours"].value == 4
     # Nothing processed yet, nothing new: the same request again is dropped by its run key.
     assert tick(instance, monkeypatch, at(4.6)).run_requests[0].run_key == request.run_key
 

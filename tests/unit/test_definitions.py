@@ -20,13 +20,13 @@ def test_definitions_load_with_the_six_assets_and_three_jobs():
     # The source and the state tables are in the catalog, not materialized by any step; the
     # lineage starts at the source.
     external = {key.path[-1] for key in graph.get_all_asset_keys()} - names
-    assert external == {"atomic_events", *STATE_TABLES}
+    assert external == {"atomic_events", *STATE_TABLES, "plans"}
     assert graph.get(AssetKey("base_events")).parent_keys == {AssetKey("atomic_events")}
     # Each state table is linked to the assets whose step writes it.
     assert graph.get(AssetKey("event_copies")).parent_keys == {AssetKey("base_events")}
     assert graph.get(AssetKey("attributes_users_to_refresh")).parent_keys == {AssetKey("daily_aggregates")}
     assert graph.get(AssetKey("processing_manifest")).parent_keys == {AssetKey(name) for name in names}
-    for name in ("hourly_job", "daily_job", "attributes_job", "manifest_admin_job"):
+    for name in ("hourly_job", "daily_job", "attributes_job", "manifest_admin_job", "plan_job"):
         assert defs.resolve_job_def(name) is not None
     sensors = {s.name: s for s in defs.sensors}
     assert set(sensors) >= {"hourly_load_sensor", "late_days_sensor", "attributes_sensor"}
