@@ -213,16 +213,20 @@ def _record(report: RunReport, run: JobRun) -> bool:
 
 def run_days_and_attributes(days: Iterable[date], *, instance, report: RunReport, tags: dict[str, str],
                             echo: Echo) -> None:
+    """The event days, a run per contiguous range, then attributes. A failed range waits alone
+    (its days fail-locked): the other ranges run, and attributes follow what they rebuilt."""
     days = sorted(days)
     report.rebuilt_days += days
     ranges = contiguous_ranges(days)
+    rebuilt = 0
     for number, (first, last) in enumerate(ranges, 1):
         echo(f"  daily_aggregates: {first} .. {last}")
         launch = {RUN_STATE_TAG: tags.get(RUN_STATE_TAG, "LATE_DAYS"),
                   RUN_LIMITS_TAG: f"incremental-assets: event days {first} .. {last}, run {number} of {len(ranges)}"}
-        if not _record(report, execute_job(DAILY_JOB, instance=instance, tags={**tags, **launch}, echo=echo,
-                                           partitions=(day_key(first), day_key(last)))):
-            return
+        rebuilt += _record(report, execute_job(DAILY_JOB, instance=instance, tags={**tags, **launch}, echo=echo,
+                                               partitions=(day_key(first), day_key(last))))
+    if not rebuilt:
+        return
     echo("  attributes: recompute")
     _record(report, execute_job(ATTRIBUTES_JOB, instance=instance, tags=attributes_tags(tags, "after the event days"),
                                 echo=echo))

@@ -4,8 +4,9 @@
   from the daily ledger (`ledger.plan_late_days`: every day with unaccounted rows, whatever
   hour touched it, so a lost plan is made again) and requests one `daily_job` run per
   contiguous range of days.
-- `attributes_sensor`: once every `daily_job` run of one plan has succeeded, requests
-  `attributes_job`; `attributes_schedule` recomputes attributes each day after midnight (their
+- `attributes_sensor` (and `attributes_after_failure_sensor`): once every `daily_job` run of one
+  plan has finished and one at least succeeded, requests `attributes_job` (a failed run's days
+  wait alone, fail-locked: attributes follow the days rebuilt); `attributes_schedule` recomputes attributes each day after midnight (their
   windows end at the new day), once some event day has been aggregated.
 """
 
@@ -91,21 +92,33 @@ def late_days_sensor(context: SensorEvaluationContext, warehouse: WarehouseResou
     return late_day_requests(warehouse, context.instance)
 
 
+FINISHED = (DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED)
+
+
 def attributes_request(instance, run) -> RunRequest | SkipReason:
-    """attributes_job once every daily_job run of the run's late-days plan has succeeded."""
+    """attributes_job once every daily_job run of the run's late-days plan has finished and one
+    at least succeeded: a failed run's days wait alone (fail-locked), the users of the days the
+    others rebuilt do not wait for them."""
     plan = run.tags.get(PLAN_TAG)
     if plan is None:  # a daily_job run launched by hand
         return RunRequest(run_key=f"attributes after run {run.run_id}", job_name=attributes_job.name,
                           tags=launched_by("AFTER_DAILY", f"attributes_sensor: after daily_job run {run.run_id}"))
     expected = int(run.tags.get(PLAN_RUNS_TAG, "1"))
     runs = instance.get_runs(filters=RunsFilter(job_name=daily_job.name, tags={PLAN_TAG: plan}))
-    succeeded = sum(1 for r in runs if r.status is DagsterRunStatus.SUCCESS)
-    if succeeded < expected:
-        return SkipReason(f"{succeeded} of {expected} daily runs of plan {plan} succeeded; "
-                          "attributes wait for all of them")
+    finished = [r for r in runs if r.status in FINISHED]
+    succeeded = sum(r.status is DagsterRunStatus.SUCCESS for r in finished)
+    if len(finished) < expected:
+        return SkipReason(f"{len(finished)} of {expected} daily runs of plan {plan} finished; "
+                          "attributes wait for the others")
+    if not succeeded:
+        return SkipReason(f"no daily run of plan {plan} succeeded: no rebuilt day for attributes to follow")
+    if instance.get_runs(filters=RunsFilter(job_name=attributes_job.name, tags={PLAN_TAG: plan}), limit=1):
+        return SkipReason(f"attributes after plan {plan} were requested already")
+    failed = "" if succeeded == expected else (f" ({expected - succeeded} failed: their days wait, "
+                                               "fail-locked, and their users with them)")
     return RunRequest(run_key=f"attributes after plan {plan}", job_name=attributes_job.name,
                       tags={PLAN_TAG: plan, **launched_by("AFTER_DAILY", f"attributes_sensor: after the {expected} "
-                                                                         f"daily_job run(s) of plan {plan}")})
+                                                                         f"daily_job run(s) of plan {plan}{failed}")})
 
 
 @run_status_sensor(
@@ -114,9 +127,23 @@ def attributes_request(instance, run) -> RunRequest | SkipReason:
     monitored_jobs=[daily_job],
     request_job=attributes_job,
     default_status=SENSOR_STATUS,
-    description="Requests attributes_job once every daily_job run of a late-days plan has succeeded.",
+    description="Requests attributes_job once every daily_job run of a late-days plan has finished, one at "
+                "least successfully.",
 )
 def attributes_sensor(context: RunStatusSensorContext):
+    return attributes_request(context.instance, context.dagster_run)
+
+
+@run_status_sensor(
+    run_status=DagsterRunStatus.FAILURE,
+    name="attributes_after_failure_sensor",
+    monitored_jobs=[daily_job],
+    request_job=attributes_job,
+    default_status=SENSOR_STATUS,
+    description="attributes_sensor's rule when the last daily_job run of a plan to finish failed: the days the "
+                "others rebuilt do not wait for the failed one.",
+)
+def attributes_after_failure_sensor(context: RunStatusSensorContext):
     return attributes_request(context.instance, context.dagster_run)
 
 

@@ -79,3 +79,18 @@ def test_with_auto_resolve_no_day_waits(settings, monkeypatch):
         requests = late_days_tick(instance).run_requests
     assert [(r.tags[RANGE_START_TAG], r.tags[RANGE_END_TAG]) for r in requests] == [("2026-01-05", "2026-01-08")]
 
+
+
+def test_a_failed_daily_range_leaves_the_other_ranges_and_attributes_running(monkeypatch):
+    launched = []
+
+    def execute_job(job_name, *, instance, tags=None, partitions=None, echo=print):
+        launched.append((job_name, partitions))
+        return runner.JobRun(job_name, f"r{len(launched)}", success=partitions != ("2026-01-05", "2026-01-06"))
+
+    monkeypatch.setattr(runner, "execute_job", execute_job)
+    report = runner.RunReport()
+    runner.run_days_and_attributes(DAYS[:2] + DAYS[3:], instance=None, report=report, tags={}, echo=lambda _: None)
+    assert launched == [("daily_job", ("2026-01-05", "2026-01-06")), ("daily_job", ("2026-01-08", "2026-01-08")),
+                        ("attributes_job", None)]
+    assert not report.success  # the failed range is reported; its days wait, fail-locked
