@@ -2,14 +2,22 @@
 (automation/manifest_admin.py): the next run's state and limits, manifest items, resolve and
 skip. Nothing here starts Spark."""
 
-from datetime import datetime, timezone
+from datetime import datetime, time, timezone
 
 from incremental_assets.erasure import open_requests, request_records
-from incremental_assets.names import HOURLY_ASSETS
+from incremental_assets.ledger import (
+    DailyLedger,
+    declared_attributes_changed,
+    late_days,
+    recorded_attribute_keys,
+    users_queued,
+)
+from incremental_assets.names import ATTRIBUTES, DAILY_AGGREGATES, HOURLY_ASSETS
 from incremental_assets.planning.estimates import describe_duration, estimated_seconds, fit_step_cost, runs_for
 from incremental_assets.planning.hours import parse_hour_key
-from incremental_assets.planning.processing_manifest import PROBLEM_STATUSES, ItemStatus
+from incremental_assets.planning.processing_manifest import PROBLEM_STATUSES, ItemStatus, State
 from incremental_assets.progress import (
+    fail_locked_days,
     hourly_step_samples,
     hours_under_other_rules,
     plan_next_run,
@@ -44,6 +52,7 @@ def describe_limits(settings: Settings, now: datetime) -> str:
                      + (f"; every load hour before {last:%Y-%m-%d %H:%M} is done" if last else ""))
     else:
         lines.append("  processed: nothing yet")
+    lines += _each_asset(settings, plan, manifest)
     erasures = request_records(settings)
     if erasures:
         requests, still_open = {r.request_id for r in erasures}, {r.request_id for r in open_requests(erasures)}
@@ -72,6 +81,49 @@ def _due_work(settings: Settings, plan, manifest: ManifestStore) -> str:
     estimate = (f"{describe_duration(seconds)} at the hourly "
                 f"step's recorded cost ({cost.describe()})" if cost else "no hourly step recorded yet to estimate from")
     return f"due: {len(due)} load hour(s) ({why}); {estimate}" + _catching_up(settings, plan, cost)
+
+
+def _each_asset(settings: Settings, plan, manifest: ManifestStore) -> list[str]:
+    """Where each asset stands by its own record, so that none waits for another (seed 000's
+    per-model limits): the hourly step's processed prefix (its four assets are one step), the
+    loads whose filtered rows daily_aggregates has aggregated (or holds pending) and the days it
+    has to rebuild, and what attributes has left to take."""
+    done = plan.hours.last_success
+    due = len(set(plan.hours.due) | set(plan.hours.deferred))
+    lines = ["  each asset's own progress (none waits for another):",
+             f"    {', '.join(HOURLY_ASSETS)} (one step): "
+             + (f"every load before {done:%Y-%m-%d %H:%M} processed" if done else "nothing processed yet")
+             + (f"; {due} load hour(s) due" if due else "; nothing due")]
+    ledger = DailyLedger(settings)
+    days = late_days(settings, ledger)[0].days
+    open_load_days = sorted({load_day for _, load_day in ledger.unaccounted})
+    daily = "nothing to aggregate yet" if done is None else (
+        "the filtered rows of every load before "
+        f"{min([done, *(datetime.combine(d, time(), timezone.utc) for d in open_load_days[:1])]):%Y-%m-%d %H:%M} "
+        "aggregated or pending")
+    if days:
+        blocked = fail_locked_days(settings, days)
+        daily += f"; {len(days)} event day(s) to rebuild" + (
+            f", {len(blocked)} of them fail-locked (first: {min(blocked.values())}), waiting alone" if blocked else "")
+    lines.append(f"    {DAILY_AGGREGATES}: {daily}")
+    lines.append(f"    {ATTRIBUTES}: {_attributes_progress(settings, manifest)}")
+    return lines
+
+
+def _attributes_progress(settings: Settings, manifest: ManifestStore) -> str:
+    states = [s for item, s in manifest.unsettled_states().items() if split_item_id(item)[0] == ATTRIBUTES]
+    finished = [r.recorded_at for r in manifest.records() if split_item_id(r.item_id)[0] == ATTRIBUTES
+                and r.state is State.PROCESSED and r.recorded_at]
+    if recorded_attribute_keys(settings) is None:
+        text = "never computed"
+    else:
+        text = f"last computed at {max(finished):%Y-%m-%d %H:%M}" if finished else "computed"
+        waiting = [why for why, yes in (("users queued by rebuilt days", users_queued(settings)),
+                                        ("the declared attributes changed", declared_attributes_changed(settings)))
+                   if yes]
+        text += f"; next run: {', '.join(waiting)}" if waiting else "; nothing queued"
+    locked = [s.item_id for s in states if s.status is ItemStatus.FAIL_LOCKED]
+    return text + (f"; fail-locked ({locked[0]}), waiting alone" if locked else "")
 
 
 def _catching_up(settings: Settings, plan, cost) -> str:

@@ -94,3 +94,13 @@ def test_a_failed_daily_range_leaves_the_other_ranges_and_attributes_running(mon
     assert launched == [("daily_job", ("2026-01-05", "2026-01-06")), ("daily_job", ("2026-01-08", "2026-01-08")),
                         ("attributes_job", None)]
     assert not report.success  # the failed range is reported; its days wait, fail-locked
+
+
+def test_limits_shows_the_locked_day_waiting_alone_in_daily_aggregates_own_progress(settings, monkeypatch):
+    from incremental_assets import operations
+
+    monkeypatch.setattr(operations, "late_days", lambda *_: (LateDaysPlan(days=DAYS, skipped={}), {}))
+    text = operations.describe_limits(settings, dt.datetime(2026, 1, 9, tzinfo=dt.timezone.utc))
+    assert (f"daily_aggregates: nothing to aggregate yet; 4 event day(s) to rebuild, 1 of them fail-locked "
+            f"(first: {LOCKED}), waiting alone") in text, text
+    assert "attributes: never computed" in text

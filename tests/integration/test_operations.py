@@ -79,7 +79,13 @@ def test_a_failed_item_is_reported_resolved_and_the_next_run_proceeds(lake, dags
     assert cli.main(["run", "--until", UNTIL]) == 0
     assert ManifestStore.of(Settings.load()).states([ITEM])[ITEM].last.state is State.PROCESSED
     assert cli.main(["limits", "--now", UNTIL]) == 0
-    assert "need attention" not in capsys.readouterr().out
+    report = capsys.readouterr().out
+    assert "need attention" not in report
+    # Each asset's own progress: the hourly step's prefix, the loads aggregated, attributes.
+    assert ("base_events, sessions_lifecycle_manifest, quarantined_sessions, filtered_events (one step): every load "
+            "before 2026-01-05 01:00 processed; nothing due") in report
+    assert "daily_aggregates: the filtered rows of every load before 2026-01-05 01:00 aggregated or pending" in report
+    assert "attributes: last computed at " in report and "; nothing queued" in report
     # The runs went to the instance in DAGSTER_HOME, where the UI shows them.
     assert len(DagsterInstance.get().get_run_records()) >= 3
 
