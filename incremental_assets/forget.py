@@ -24,7 +24,6 @@ from datetime import date, datetime, timezone
 from pyspark.sql import functions as F
 
 from incremental_assets.erasure import COMPLETED, REQUESTED, RequestRecord, append_records
-from incremental_assets.hourly_step import LEDGER_SCHEMA
 from incremental_assets.names import (
     ALL_TABLES,
     BASE_EVENTS,
@@ -35,7 +34,7 @@ from incremental_assets.names import (
 )
 from incremental_assets.planning.processing_manifest import State
 from incremental_assets.planning.reconcile import RUN_AGAIN
-from incremental_assets.progress import processed_hours
+from incremental_assets.progress import LEDGER_SCHEMA, processed_hours
 from incremental_assets.settings import Settings
 from incremental_assets.sources.reader import read_source
 from incremental_assets.sources.schema import load_time

@@ -32,6 +32,7 @@ from incremental_assets.names import BASE_EVENTS, EVENT_COPIES, FILTERED_EVENTS,
 from incremental_assets.planning.app_units import joined
 from incremental_assets.planning.hours import floor_hour, hours_between
 from incremental_assets.planning.reconcile import RUN_AGAIN
+from incremental_assets.progress import LEDGER_SCHEMA
 from incremental_assets.skipped_hours import skipped_hours
 from incremental_assets.sources.load_hours import SourceSnapshot, source_snapshot
 from incremental_assets.sources.reader import read_source, without_load_hours
@@ -68,8 +69,6 @@ LIFECYCLE_SCHEMA = ("domain_sessionid string, domain_userid string, user_id stri
                     "first_load_tstamp timestamp, last_load_tstamp timestamp, is_quarantined boolean, "
                     "quarantined_at timestamp")
 REFILTER_SCHEMA = "domain_sessionid string, changed_from timestamp, append_id string"
-LEDGER_SCHEMA = ("load_hour_tstamp timestamp, source_fingerprint string, rules_digest string, "
-                 "processed_at timestamp, run_id string, source_version long, app_ids string")
 COPIES_SCHEMA = ("event_id string, load_tstamp timestamp, collector_tstamp timestamp, copy_hash long, "
                  "domain_sessionid string")
 

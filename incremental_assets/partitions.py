@@ -1,5 +1,5 @@
-"""Every PartitionsDefinition and PartitionMapping of the project, and the settings as the code
-location loads them (LOAD_SETTINGS: the one place that reads them at import). Hour and day
+"""Every PartitionsDefinition and PartitionMapping of the project, from the settings as the code
+location loads them (`partition_bounds.LOAD_SETTINGS`, re-exported here). Hour and day
 arithmetic (keys, floors, ranges) is in `planning.hours`.
 
 Two time axes: hourly partitions are *load* hours (a closed load hour never changes);
@@ -20,8 +20,8 @@ from dagster import (
     TimeWindowPartitionMapping,
 )
 
+from incremental_assets.partition_bounds import LOAD_SETTINGS, PARTITIONS_END, PARTITIONS_START
 from incremental_assets.planning.hours import DAY_KEY_FORMAT, HOUR_KEY_FORMAT
-from incremental_assets.settings import Settings
 
 # The project relies on a few beta or preview Dagster features on purpose; their warnings would
 # repeat on every load. Only those warnings are hidden, by their messages: any other stays shown.
@@ -33,12 +33,7 @@ for understood in (r"Parameter `backfill_policy` of function", r"Parameter `allo
     warnings.filterwarnings("ignore", message=understood, category=BetaWarning)
     warnings.filterwarnings("ignore", message=understood, category=PreviewWarning)
 
-LOAD_SETTINGS = Settings.load()
-_START = LOAD_SETTINGS.start_date.replace(minute=0, second=0, microsecond=0)
-
-# Where the partitions end: the day after end_date when it is set (a finished history, the demo:
-# the UI then shows the hours that can hold data, not every hour until today), else now.
-_END = LOAD_SETTINGS.end_hour
+_START, _END = PARTITIONS_START, PARTITIONS_END  # see partition_bounds
 
 # Closed load hours only (end_offset=0): an hour is processed once it can no longer grow.
 hourly_partitions = HourlyPartitionsDefinition(start_date=_START.strftime(HOUR_KEY_FORMAT),

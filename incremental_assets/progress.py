@@ -27,7 +27,7 @@ from incremental_assets.names import (
     HOURLY_ASSETS,
     PRIORITY_TAG,
 )
-from incremental_assets.partitions import hourly_partitions
+from incremental_assets.partition_bounds import PARTITIONS_END, PARTITIONS_START
 from incremental_assets.planning.app_units import CatchUp, catch_up_runs, joined, split
 from incremental_assets.planning.estimates import StepSample
 from incremental_assets.planning.hours import HOUR, floor_hour, hour_key, hour_keys, parse_day_key, parse_hour_key
@@ -90,6 +90,11 @@ def fail_locked_days(settings: Settings, days: Iterable[date]) -> dict[date, str
             for asset, key in [split_item_id(item)]
             if asset == DAILY_AGGREGATES and key and state.status is ItemStatus.FAIL_LOCKED
             for day in [parse_day_key(key)] if day in days}
+
+
+# The hour ledger's columns (written by the hourly step and by `forget`, read here).
+LEDGER_SCHEMA = ("load_hour_tstamp timestamp, source_fingerprint string, rules_digest string, "
+                 "processed_at timestamp, run_id string, source_version long, app_ids string")
 
 
 def _ledger(settings: Settings) -> pa.Table | None:
@@ -268,7 +273,7 @@ class LoadHoursPlan:
 def first_load_hour(settings: Settings) -> datetime:
     """The first load hour processed: start_date's hour, but never before the hourly partitions
     start (they are fixed when the code location loads)."""
-    return max(floor_hour(settings.start_date), floor_hour(hourly_partitions.start))
+    return max(floor_hour(settings.start_date), PARTITIONS_START)
 
 
 @dataclass(frozen=True)
@@ -327,7 +332,7 @@ def hourly_step_samples(records: Iterable[Record], limit: int = COST_SAMPLES) ->
 def end_load_hour(settings: Settings) -> datetime | None:
     """The end (excluded) of the load hours processed: the midnight after end_date, never after
     the hourly partitions end (fixed when the code location loads); None: no end."""
-    ends = [end for end in (settings.end_hour, hourly_partitions.end) if end is not None]
+    ends = [end for end in (settings.end_hour, PARTITIONS_END) if end is not None]
     return min(ends) if ends else None
 
 
