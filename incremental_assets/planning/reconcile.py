@@ -194,8 +194,10 @@ def hours_to_run(source: Mapping[datetime, str], processed: Mapping[datetime, Pr
     # runs backfill_limit_days at a time beside them, not in front of them.
     last_processed = max(processed, default=None)
     present = [h for h in new if last_processed is not None and h > last_processed]
-    deferred = [h for h in due if h >= due[0] + limit and h not in present] if due else []
-    run = sorted(relook + [h for h in due if h not in deferred])
+    in_present = set(present)
+    deferred = [h for h in due if h >= due[0] + limit and h not in in_present] if due else []
+    left = set(deferred)  # sets: a first run of 300 days has 7,200 hours due, 6,480 deferred
+    run = sorted(relook + [h for h in due if h not in left])
     ranges = _ranges(run, empty)
     if max_hours_per_run is not None:
         ranges = split_ranges(ranges, max_hours_per_run)
