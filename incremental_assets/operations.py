@@ -15,7 +15,7 @@ from incremental_assets.ledger import (
 from incremental_assets.names import ATTRIBUTES, DAILY_AGGREGATES, HOURLY_ASSETS
 from incremental_assets.planning.estimates import describe_duration, estimated_seconds, fit_step_cost, runs_for
 from incremental_assets.planning.hours import parse_hour_key
-from incremental_assets.planning.processing_manifest import PROBLEM_STATUSES, ItemStatus, State
+from incremental_assets.planning.processing_manifest import PROBLEM_STATUSES, ItemStatus, ManifestError, State
 from incremental_assets.progress import (
     fail_locked_days,
     hourly_step_samples,
@@ -25,7 +25,7 @@ from incremental_assets.progress import (
 )
 from incremental_assets.settings import Settings
 from incremental_assets.skipped_hours import record_skips
-from resources.manifest import ItemState, ManifestStore, item_id, split_item_id
+from resources.manifest import ItemState, ManifestStore, item_id, split_item_id, unit_of
 
 # -- views ----------------------------------------------------------------------------------
 
@@ -179,9 +179,9 @@ def show_item(settings: Settings, item: str) -> str:
 def _step_items(item: str) -> list[str]:
     """An item and the items materialized with it by the same step: one load hour's four hourly
     assets are claimed, failed, resolved and skipped together."""
-    asset, key = split_item_id(item)
+    asset, key, unit = unit_of(item)
     if asset in HOURLY_ASSETS:
-        return [item] + [item_id(other, key) for other in HOURLY_ASSETS if other != asset]
+        return [item] + [item_id(other, key, unit) for other in HOURLY_ASSETS if other != asset]
     return [item]
 
 
@@ -195,9 +195,13 @@ def skip_item(settings: Settings, item: str, *, note: str = "", now: datetime | 
     """A daily or attributes item: SKIPPED, never processed again. A load hour: its rows are
     left out for good (`skipped_hours`), its failure is resolved, and the next run processes it
     as empty, undoing what a failed run wrote of it (the manifest records that run's PROCESSED)."""
+    asset, key, unit = unit_of(item)
+    if unit:
+        raise ManifestError(f"{item} is the catch-up of app(s) {unit} for one load hour: resolve it (the catch-up "
+                            f"runs again), or take the app ids out of app_ids; skipping applies to a load hour's "
+                            f"data, `{asset}/{key}`")
     items = _step_items(item)
     others = f" (and {len(items) - 1} item(s) of the same step)" if len(items) > 1 else ""
-    asset, key = split_item_id(item)
     manifest = ManifestStore.of(settings)
     if asset not in HOURLY_ASSETS:
         manifest.skip(items, note=note)

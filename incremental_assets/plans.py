@@ -148,7 +148,8 @@ def _due_reasons(settings: Settings, due: LoadHoursPlan) -> dict[datetime, str]:
     reasons = hour_reasons(new=hours.new, changed=hours.changed, removed=hours.removed, lookback=hours.lookback,
                            other_rules=set(hours.due) & hours_under_other_rules(settings))
     for hour in due.catch_up.apps_by_hour:
-        reasons.setdefault(hour, due.catch_up.reason(hour))
+        if hour not in due.catch_up.blocked:
+            reasons.setdefault(hour, due.catch_up.reason(hour))
     return reasons
 
 

@@ -44,7 +44,7 @@ from incremental_assets.planning.run_limits import RunLimits, RunState
 from incremental_assets.settings import Settings
 from incremental_assets.skipped_hours import skipped_hours
 from incremental_assets.sources.load_hours import SourceSnapshot, hours_changed_by_commits, source_snapshot
-from resources.manifest import ManifestStore, abandoned_lock_check, split_item_id
+from resources.manifest import ManifestStore, abandoned_lock_check, split_item_id, unit_of
 from resources.tables import read_delta_arrow, utc_datetimes
 
 
@@ -76,6 +76,18 @@ def hour_states(manifest: ManifestStore) -> HourStates:
         elif state.last is not None and state.last.state is State.RESOLVED:
             states.resolved.add(hour)
     return states
+
+
+def unit_fail_locks(manifest: ManifestStore) -> dict[datetime, tuple[frozenset[str], str]]:
+    """The load hours whose catch-up (a run scoped to some app ids) failed: hour -> those app
+    ids and a fail-locked item of theirs. Only their catch-up waits: the hour's own items, and
+    so its runs for every app, are free."""
+    locks: dict[datetime, tuple[frozenset[str], str]] = {}
+    for item, state in sorted(manifest.unsettled_states().items()):
+        asset, key, unit = unit_of(item)
+        if unit and asset in HOURLY_ASSETS and state.status is ItemStatus.FAIL_LOCKED:
+            locks.setdefault(parse_hour_key(key), (split(unit), item))
+    return locks
 
 
 def fail_locked_days(settings: Settings, days: Iterable[date]) -> dict[date, str]:
@@ -262,11 +274,16 @@ class LoadHoursPlan:
             notes.append(f"{len(self.blocked)} hour(s) blocked: {self.blocked[min(self.blocked)]}")
         if self.skipped:
             notes.append(f"{self.skipped} hour(s) skipped by an operator")
-        if self.catch_up.hours:
+        if self.catch_up.runs:
             run = self.catch_up.runs[0]
             notes.append(f"catching up {run.describe()} from {hour_key(run.start)}: {self.catch_up.progress()}"
                          + (f", {self.catch_up.deferred} of them in later plans (backfill_limit_days)"
                             if self.catch_up.deferred else ""))
+        if self.catch_up.blocked:
+            first = min(self.catch_up.blocked)
+            notes.append(f"{len(self.catch_up.blocked)} catch-up hour(s) blocked, for their app ids alone: "
+                         f"{self.catch_up.blocked[first]} is fail-locked: fix the cause, then `incremental-assets "
+                         f"manifest resolve {self.catch_up.blocked[first]}`")
         return summary + (f" ({'; '.join(notes)})" if notes else "")
 
 
@@ -400,7 +417,8 @@ def plan_load_hours(settings: Settings, *, now: datetime, manifest: ManifestStor
         # Runs over empty hours between, never over one that holds data or is due for every app.
         not_bridged = set(source) | left_out | set(hours.due) | set(hours.waiting)
         catch_up = catch_up_runs(processed_for, declared, max_hours_per_run=settings.max_hours_per_run,
-                                 backfill_limit_days=settings.backfill_limit_days, not_bridged=not_bridged)
+                                 backfill_limit_days=settings.backfill_limit_days, not_bridged=not_bridged,
+                                 fail_locked={} if settings.auto_resolve_failures else unit_fail_locks(manifest))
     return LoadHoursPlan(hours=hours, state=RunState.STANDARD if processed else RunState.FIRST_RUN,
                          source_version=snapshot.version if snapshot else None, blocked=due_blocked,
                          skipped=len(states.skipped | set(skipped_at)), before_start=moved, catch_up=catch_up)

@@ -255,6 +255,9 @@ def run_until(until: datetime, *, instance, echo: Echo = print, submit: bool = F
         plan = plan_next_run(settings, until, ManifestStore.of(settings).snapshot(), instance)
         if plan.blocked:
             report.refused = plan.blocked[min(plan.blocked)]
+        elif plan.catch_up.blocked:
+            report.refused = (f"the catch-up of {len(plan.catch_up.blocked)} load hour(s) is fail-locked, for its app "
+                              f"ids alone: resolve {plan.catch_up.blocked[min(plan.catch_up.blocked)]}")
         # Hours due for every app first; once none is left, the apps' catch-up runs (each once).
         catch_up = [run for run in plan.catch_up.runs if (run.start, run.app_ids) not in caught_up]
         if ran and not plan.hours.deferred and not set(plan.hours.due) - ran and not catch_up:

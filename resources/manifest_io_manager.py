@@ -128,10 +128,11 @@ class TableOutput:
     materialized: list[Any] = field(default_factory=list)  # DataFrames to release once written
 
 
-def partition_items(context, names: Sequence[str]) -> list[str]:
-    """The manifest items of a step: one per (asset, partition key) it materializes."""
+def partition_items(context, names: Sequence[str], unit: str | None = None) -> list[str]:
+    """The manifest items of a step: one per (asset, partition key) it materializes (of the
+    `unit`, for a run scoped to some app ids)."""
     keys = context.partition_keys if context.has_partition_key_range or context.has_partition_key else [None]
-    return [item_id(name, key) for name in names for key in keys]
+    return [item_id(name, key, unit) for name in names for key in keys]
 
 
 def retried_runs(run) -> set[str]:
@@ -141,15 +142,16 @@ def retried_runs(run) -> set[str]:
 
 @contextlib.contextmanager
 def claimed(context, warehouse: WarehouseResource, names: Sequence[str],
-            turn: str | None = None) -> Iterator[StepClaim]:
+            turn: str | None = None, unit: str | None = None) -> Iterator[StepClaim]:
     """Claim the step's manifest items for the run (one commit); record FAILED if the body raises.
     With `turn`, that item too: one step at a time holds it (ItemLockedError names it while
-    another run does), and the close releases it whatever the outcome.
+    another run does), and the close releases it whatever the outcome. With `unit` (a run
+    scoped to some app ids), the unit's items (`item_id`): its failure locks them alone.
 
     A step that yields its outputs may be left at a yield when the IO manager fails to write
     one (Python then closes it with GeneratorExit): the IO manager has recorded that failure.
     """
-    items = partition_items(context, names)
+    items = partition_items(context, names, unit)
     manifest = warehouse.manifest
     application = "+".join(names)
     try:

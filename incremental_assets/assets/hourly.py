@@ -58,7 +58,7 @@ from incremental_assets.names import (
     SOURCE_EVENTS,
 )
 from incremental_assets.partitions import hourly_partitions, hours_per_run
-from incremental_assets.planning.app_units import split
+from incremental_assets.planning.app_units import joined, split
 from incremental_assets.planning.hours import hour_key, hours_between
 from incremental_assets.progress import app_ids_processed_now
 from incremental_assets.sources.reader import require_source
@@ -110,15 +110,17 @@ def hourly_assets(context: AssetExecutionContext, warehouse: WarehouseResource):
     # No source table is a precondition, checked before the claim: nothing is left fail-locked.
     # A source that is there but unreadable fails inside the claim, as any failed read does.
     require_source(warehouse.settings.source)
+    # A catch-up run (its tag names the app ids) replaces those apps' rows of the window alone,
+    # and claims the items of that unit: its failure holds back those apps alone.
+    app_ids = split(context.run.tags.get(APP_IDS_TAG))
+    app_ids = tuple(sorted(app_ids)) if app_ids is not None else None
     # The turn: one hourly step at a time on any instance, as the hourly_sessions pool does on
     # a configured one. Two at once would each keep their copy of an event (rules 3).
-    with claimed(context, warehouse, HOURLY_ASSETS, turn=HOURLY_TURN) as claim:
+    with claimed(context, warehouse, HOURLY_ASSETS, turn=HOURLY_TURN,
+                 unit=None if app_ids is None else joined(app_ids)) as claim:
         if (moved := remove_rows_before_start(warehouse, context.run_id)) is not None:
             context.log.info(f"start_date moved later: removed what {moved.hours} load hour(s) and {moved.days} "
                              f"event day(s) before {moved.first_hour:%Y-%m-%d %H:%M} left in the tables")
-        # A catch-up run (its tag names the app ids) replaces those apps' rows of the window alone.
-        app_ids = split(context.run.tags.get(APP_IDS_TAG))
-        app_ids = tuple(sorted(app_ids)) if app_ids is not None else None
         app_ids_before = app_ids_processed_now(warehouse.settings) if app_ids is not None else {}
         results = compute(warehouse, window.start, window.end, app_ids=app_ids)
         within = None if app_ids is None else ("app_id", app_ids)

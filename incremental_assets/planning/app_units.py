@@ -55,6 +55,7 @@ class CatchUp:
     declared: frozenset[str] = frozenset()
     processed: int = 0  # hours processed with data: those processed for the declared app ids are done
     deferred: int = 0  # of apps_by_hour, those past backfill_limit_days: in later plans
+    blocked: Mapping[datetime, str] = field(default_factory=dict)  # of apps_by_hour: hour -> a fail-locked item
 
     @property
     def hours(self) -> int:
@@ -82,20 +83,26 @@ def apps_to_catch_up(processed_for: Mapping[datetime, frozenset[str]], declared:
 
 def catch_up_runs(processed_for: Mapping[datetime, frozenset[str]], declared: frozenset[str], *,
                   max_hours_per_run: int, backfill_limit_days: int,
-                  not_bridged: Collection[datetime] = ()) -> CatchUp:
+                  not_bridged: Collection[datetime] = (),
+                  fail_locked: Mapping[datetime, tuple[frozenset[str], str]] = {}) -> CatchUp:
     """The catch-up of the hours processed with data for the app ids `processed_for`: hours
     needing the same app ids (`apps_to_catch_up`) run together, over gaps shorter than
     BRIDGED_GAP of hours with nothing to do (none of `not_bridged`: hours holding data or due
     for every app), at most `max_hours_per_run` a run, and at most `backfill_limit_days` of
-    hours from the oldest one now (the rest in later plans)."""
+    hours from the oldest one now (the rest in later plans). An hour whose catch-up failed for
+    some of its app ids (`fail_locked`: hour -> those app ids and a fail-locked item of theirs)
+    waits, blocked, until the item is resolved; the other hours and apps go on."""
     apps_by_hour = apps_to_catch_up(processed_for, declared)
-    hours = sorted(apps_by_hour)
+    blocked = {hour: item for hour, (apps, item) in fail_locked.items()
+               if hour in apps_by_hour and apps & apps_by_hour[hour]}
+    hours = sorted(h for h in apps_by_hour if h not in blocked)
     if not hours:
-        return CatchUp(runs=[], declared=declared, processed=len(processed_for))
+        return CatchUp(runs=[], apps_by_hour=apps_by_hour, declared=declared, processed=len(processed_for),
+                       blocked=blocked)
     limit = hours[0] + timedelta(days=backfill_limit_days)
     now = [h for h in hours if h < limit]
     runs: list[CatchUpRun] = []
-    not_bridged = set(not_bridged) | set(processed_for)
+    not_bridged = set(not_bridged) | set(processed_for) | set(blocked)
     for hour in now:
         apps = tuple(sorted(apps_by_hour[hour]))
         last = runs[-1] if runs else None
@@ -108,4 +115,4 @@ def catch_up_runs(processed_for: Mapping[datetime, frozenset[str]], declared: fr
             runs.append(CatchUpRun(hour, hour + HOUR, apps, tuple(a for a in apps if a in declared),
                                    tuple(a for a in apps if a not in declared)))
     return CatchUp(runs=runs, apps_by_hour=apps_by_hour, declared=declared, processed=len(processed_for),
-                   deferred=len(hours) - len(now))
+                   deferred=len(hours) - len(now), blocked=blocked)

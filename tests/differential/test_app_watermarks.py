@@ -16,6 +16,8 @@ from incremental_assets import runner
 from incremental_assets.assets import hourly as hourly_asset
 from incremental_assets.names import APP_IDS_TAG, PRIORITY_TAG
 from incremental_assets.operations import describe_limits, resolve_item
+from incremental_assets.planning.hours import parse_hour_key
+from incremental_assets.planning.processing_manifest import ItemStatus
 from incremental_assets.progress import plan_next_run
 from incremental_assets.settings import Settings
 from resources.manifest import ManifestStore
@@ -37,6 +39,12 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 def expected(rows: list[dict], *apps: str) -> dict[str, list[dict]]:
     return reference.expected_tables(rows, dataclasses.replace(reference_settings(), app_ids=apps), AS_OF)
+
+
+def unit_items_fail_locked() -> list[str]:
+    """The fail-locked base_events items of catch-up runs (`base_events@APPS/HOUR`)."""
+    states = ManifestStore.of(Settings.load()).states()
+    return sorted(i for i, s in states.items() if i.startswith("base_events@") and s.status is ItemStatus.FAIL_LOCKED)
 
 
 def hourly_runs(instance, report) -> list[tuple[str, str | None]]:
@@ -90,8 +98,28 @@ def test_an_app_added_catches_up_behind_the_present_and_an_app_removed_leaves(sp
     assert ({r["event_id"] for r in tables["base_events"] if r["app_id"] == "web"}
             == {r["event_id"] for r in expected(web_rows, "web", "mobile")["base_events"]})
 
+    # The failure locks mobile's catch-up alone: the hours' own items stay free, so a late web
+    # row in one of those hours runs (for every app) while mobile's other hours wait.
+    assert fail_locked_hour_items() == []
+    failed = unit_items_fail_locked()
+    assert failed and all(item.startswith("base_events@mobile/") for item in failed), failed
+    assert "catch-up hour(s) blocked, for their app ids alone" in describe_limits(Settings.load(), at(3, 15))
+    hour = parse_hour_key(failed[0].partition("/")[2])
+    late = hostile.event(hour + dt.timedelta(minutes=5), session="late-web-s", user="late-web-u", app="web",
+                         load=hour + dt.timedelta(minutes=20))
+    hostile.write_source(source.path, [late])
+    source.rows.append(late)
+    with monkeypatch.context() as m:
+        m.setattr(hourly_asset, "compute", failing_for_mobile)
+        report = run_at(at(3, 15), expect_success=False)
+    assert [apps for _, apps in hourly_runs(instance, report)] == [None], hourly_runs(instance, report)
+    assert "is fail-locked, for its app ids alone" in report.refused
+    web_rows = [r for r in source.rows if r["app_id"] == "web"]
+    assert ({r["event_id"] for r in pipeline_tables(warehouse)["base_events"] if r["app_id"] == "web"}
+            == {r["event_id"] for r in expected(web_rows, "web", "mobile")["base_events"]})
+
     # Resolved, the catch-up runs; the tables are the rules' for both apps.
-    for item in fail_locked_hour_items():
+    for item in unit_items_fail_locked():
         resolve_item(Settings.load(), item, note="transient")
     report = run_at(at(4, 1))
     assert_same_tables(pipeline_tables(warehouse), expected(source.rows, "web", "mobile"), "mobile caught up")

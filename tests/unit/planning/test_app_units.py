@@ -50,3 +50,17 @@ def test_hours_processed_for_the_declared_apps_are_done():
 def test_app_ids_are_kept_sorted_and_joined_and_a_missing_list_means_every_app():
     assert joined({"web", "mobile"}) == "mobile,web"
     assert split("mobile,web") == BOTH and split("") == frozenset() and split(None) is None
+
+
+def test_an_hour_whose_catch_up_failed_waits_alone_for_those_apps():
+    web = frozenset({"web"})
+    processed_for = {at(h): web for h in range(4)}
+    locked = {at(1): (frozenset({"mobile"}), "base_events@mobile/2026-03-02-01:00"),
+              at(3): (frozenset({"shop"}), "base_events@shop/2026-03-02-03:00")}  # another app: no bearing
+    catch_up = catch_up_runs(processed_for, BOTH, max_hours_per_run=168, backfill_limit_days=30, fail_locked=locked)
+    assert [(r.start, r.end) for r in catch_up.runs] == [(at(0), at(1)), (at(2), at(4))]
+    assert catch_up.blocked == {at(1): "base_events@mobile/2026-03-02-01:00"}
+    assert catch_up.hours == 4  # the blocked hour still has to catch up
+    everything_locked = catch_up_runs({at(1): web}, BOTH, max_hours_per_run=168, backfill_limit_days=30,
+                                      fail_locked=locked)
+    assert everything_locked.runs == [] and everything_locked.hours == 1 and everything_locked.blocked
