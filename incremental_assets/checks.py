@@ -60,7 +60,7 @@ from incremental_assets.partitions import daily_partitions, hourly_partitions
 from incremental_assets.planning.processing_manifest import ItemStatus
 from incremental_assets.progress import source_version_before
 from incremental_assets.sources.load_hours import source_columns
-from resources.manifest import lock_age, split_item_id
+from resources.manifest import lock_age, unit_of
 from resources.warehouse import WarehouseResource
 
 
@@ -183,11 +183,12 @@ def daily_rows_accounted_for(context: AssetCheckExecutionContext, warehouse: War
 ASSET_PARTITIONS = {**dict.fromkeys(HOURLY_ASSETS, hourly_partitions), DAILY_AGGREGATES: daily_partitions}
 
 def stale_locks(warehouse: WarehouseResource, asset: str, now: datetime, states=None) -> dict:
-    """The asset's manifest items held by PROCESSING locks, and those older than max_lock_age_hours."""
+    """The asset's manifest items held by PROCESSING locks (its catch-up units' too), and those
+    older than max_lock_age_hours."""
     limit = timedelta(hours=warehouse.settings.max_lock_age_hours)
     states = warehouse.manifest.unsettled_states() if states is None else states
     ages = {item: lock_age(state.open_lock, now) for item, state in states.items()
-            if split_item_id(item)[0] == asset and state.status is ItemStatus.LOCKED}
+            if unit_of(item)[0] == asset and state.status is ItemStatus.LOCKED}
     stale = sorted(item for item, age in ages.items() if age > limit)
     oldest = max(ages.values(), default=timedelta(0))
     return {"locked_items": len(ages), "stale_locks": len(stale), "stale": stale,
