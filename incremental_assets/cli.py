@@ -116,7 +116,7 @@ def cmd_plan(args) -> int:
 
     settings = Settings.load()
     now = args.until or datetime.now(timezone.utc)
-    plan = plans.make_plan(settings, now, restate=tuple(args.restate) if args.restate else None)
+    plan = plans.make_plan(settings, now, restate=tuple(args.restate) if args.restate else None, asset=args.asset)
     plans.record_plan(settings, plan, datetime.now(timezone.utc))
     print(plans.describe(plan, full=args.full))
     return 0
@@ -250,6 +250,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--until", type=_parse_ts, default=None, help="plan what is due at this time (default: now)")
     p.add_argument("--restate", nargs=2, type=_parse_date, metavar=("FIRST", "LAST"), default=None,
                    help="plan a rebuild of the load days FIRST..LAST instead of what is due")
+    p.add_argument("--asset", default=None, metavar="ASSET",
+                   help="with --restate: the asset it starts from; daily_aggregates rebuilds the event days "
+                        "FIRST..LAST alone (then attributes), a load-hour asset the load hours and all after them")
     p.add_argument("--full", action="store_true", help="list every load hour and event day, not only counts")
     p.set_defaults(func=cmd_plan)
 

@@ -23,7 +23,7 @@ from deltalake import write_deltalake
 
 from incremental_assets.forget import SOURCE, Found, find
 from incremental_assets.ledger import days_loaded_by_hour, late_days, recorded_attribute_keys
-from incremental_assets.names import PLANS
+from incremental_assets.names import DAILY_AGGREGATES, HOURLY_ASSETS, PLANS
 from incremental_assets.planning.estimates import (
     describe_duration,
     estimated_seconds,
@@ -60,6 +60,10 @@ from incremental_assets.transforms.erasure import ErasedIds
 from resources.manifest import ManifestStore, abandoned_lock_check
 from resources.tables import TableStore, read_delta_arrow
 
+# The assets a restatement can start from: a load-hour asset (the four are one step: the load
+# hours, then the days and attributes after them) or daily_aggregates (event days, then attributes).
+RESTATABLE = (*HOURLY_ASSETS, DAILY_AGGREGATES)
+
 # Settings that change how runs are operated, not what they compute: a plan stays valid across them.
 OPERATIONAL_SETTINGS = frozenset({
     "auto_resolve_failures", "automation_running", "asset_owners", "sensor_interval_seconds", "max_lock_age_hours",
@@ -86,9 +90,16 @@ def settings_digest(settings: Settings) -> str:
 
 
 def make_plan(settings: Settings, now: datetime, *, restate: tuple[date, date] | None = None,
-              instance=None) -> Plan:
-    """The plan of what reconciliation finds due at `now`, or of a restatement of load days
-    `restate` (first, last): the hours, their rows, the days after them, the cost."""
+              asset: str | None = None, instance=None) -> Plan:
+    """The plan of what reconciliation finds due at `now`, or of a restatement `restate`
+    (first, last): of load days (the hours, their rows, the days after them, the cost), or, with
+    `asset` daily_aggregates, of those event days alone (then attributes for their users)."""
+    if asset is not None and asset not in RESTATABLE:
+        raise ValueError(f"--asset {asset!r}: a restatement starts from one of {', '.join(RESTATABLE)} (a load-hour "
+                         f"asset restates the load hours and everything after them; {DAILY_AGGREGATES}, the event "
+                         "days alone)")
+    if asset is not None and restate is None:
+        raise ValueError("--asset restates an asset: give the days with --restate FIRST LAST")
     now = now.astimezone(timezone.utc)
     manifest = ManifestStore.of(settings).snapshot()
     snapshot = current_snapshot(settings, now)
@@ -99,11 +110,14 @@ def make_plan(settings: Settings, now: datetime, *, restate: tuple[date, date] |
     first, last = restate
     if last < first:
         raise ValueError(f"restate: the last day {last} is before the first {first}")
-    reasons = hour_reasons(new=(), changed=(), removed=(), lookback=(), other_rules=(),
-                           restated=hours_between(*backfill_hours(settings, first, last, now)))
     last_day = last_event_day(settings, now)
     requested = {first + timedelta(days=i) for i in range((last - first).days + 1)
                  if settings.start_date.date() <= first + timedelta(days=i) <= last_day}
+    if asset == DAILY_AGGREGATES:
+        return _plan(settings, now, f"{RESTATE} {first}..{last} {asset}", {}, requested, manifest=manifest,
+                     snapshot=snapshot)
+    reasons = hour_reasons(new=(), changed=(), removed=(), lookback=(), other_rules=(),
+                           restated=hours_between(*backfill_hours(settings, first, last, now)))
     return _plan(settings, now, f"{RESTATE} {first}..{last}", reasons, requested, manifest=manifest, snapshot=snapshot)
 
 
@@ -193,10 +207,10 @@ def describe(plan: Plan, *, full: bool = False, apply_hint: bool = True) -> str:
              f"{plan.source_version}, settings {plan.settings_digest}"]
     if plan.erasure:
         lines += _erasure(plan.erasure)
-    elif not plan.hours and not plan.attributes:
+    elif not plan.hours and not plan.days and not plan.attributes:
         lines.append("  nothing to run")
         return "\n".join(lines)
-    if plan.hours:
+    if plan.hours or plan.days:
         lines += _hours_and_days(plan, full)
     if plan.attributes:
         lines.append("  attributes: the declared attributes changed")
@@ -219,6 +233,17 @@ def _erasure(erasure: PlannedErasure) -> list[str]:
 
 
 def _hours_and_days(plan: Plan, full: bool) -> list[str]:
+    lines = _hours(plan, full) if plan.hours else ["  hourly assets: no load hour"]
+    lines.append(f"  daily_aggregates: {len(plan.days)} event day(s), then attributes for their users")
+    shown = plan.days if full or len(plan.days) <= DAYS_SHOWN else plan.days[:DAYS_SHOWN // 2] + plan.days[-DAYS_SHOWN // 2:]
+    lines += [f"    {d.day}  {d.reason}" for d in shown[:DAYS_SHOWN // 2]]
+    if len(shown) < len(plan.days):
+        lines.append(f"    ... {len(plan.days) - len(shown)} more (--full lists every day and hour)")
+    lines += [f"    {d.day}  {d.reason}" for d in shown[DAYS_SHOWN // 2:]]
+    return lines
+
+
+def _hours(plan: Plan, full: bool) -> list[str]:
     rows = "rows unknown (a Parquet source has no statistics)" if plan.rows is None else f"{plan.rows} source row(s)"
     lines: list[str] = []
     cost = ("no hourly step recorded yet to estimate from" if plan.estimate_seconds is None
@@ -235,12 +260,6 @@ def _hours_and_days(plan: Plan, full: bool) -> list[str]:
     if full:
         lines += [f"      {hour_key(h.hour)}  {h.reason}" + ("" if h.rows is None else f"  {h.rows} row(s)")
                   for h in plan.hours]
-    lines.append(f"  daily_aggregates: {len(plan.days)} event day(s), then attributes for their users")
-    shown = plan.days if full or len(plan.days) <= DAYS_SHOWN else plan.days[:DAYS_SHOWN // 2] + plan.days[-DAYS_SHOWN // 2:]
-    lines += [f"    {d.day}  {d.reason}" for d in shown[:DAYS_SHOWN // 2]]
-    if len(shown) < len(plan.days):
-        lines.append(f"    ... {len(plan.days) - len(shown)} more (--full lists every day and hour)")
-    lines += [f"    {d.day}  {d.reason}" for d in shown[DAYS_SHOWN // 2:]]
     return lines
 
 
@@ -291,7 +310,8 @@ def plan_to_apply(settings: Settings, plan_id: str, *, instance=None, tables: Ta
             raise ValueError(f"plan {plan_id} is an erasure's: planning it again reads the tables")
         current = plan_erasure(settings, planned.until, tables, erased_ids(planned), instance=instance)
     else:
-        current = make_plan(settings, planned.until, restate=planned.restated_days, instance=instance)
+        current = make_plan(settings, planned.until, restate=planned.restated_days, asset=planned.restated_asset,
+                            instance=instance)
     moved = why_plan_moved(planned, current)
     if moved:
         raise PlanRefused(f"plan {plan_id} not applied: {moved}")

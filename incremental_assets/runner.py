@@ -48,6 +48,7 @@ from incremental_assets.names import (
     APPLIED_PLAN_TAG,
     AS_OF_TAG,
     ATTRIBUTES_JOB,
+    DAILY_AGGREGATES,
     DAILY_JOB,
     HOURLY_JOB,
     RANGE_END_TAG,
@@ -371,6 +372,11 @@ def apply_plan(settings: Settings, plan_id: str, *, instance, echo: Echo = print
     tags = {APPLIED_PLAN_TAG: plan_id}
     if plan.restated_days is None:
         return run_until(plan.until, instance=instance, echo=echo, tags=tags)
+    if plan.restated_asset == DAILY_AGGREGATES:
+        report = RunReport()
+        tags = {**tags, RUN_STATE_TAG: "RESTATE", AS_OF_TAG: plan.until.date().isoformat()}
+        run_days_and_attributes([d.day for d in plan.days], instance=instance, report=report, tags=tags, echo=echo)
+        return report
     first, last = plan.restated_days
     return backfill(first, last, instance=instance, echo=echo, now=plan.until, tags=tags)
 

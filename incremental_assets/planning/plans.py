@@ -49,7 +49,7 @@ class PlannedErasure:
 
 @dataclass(frozen=True)
 class Plan:
-    trigger: str  # "due" or "restate FIRST..LAST"
+    trigger: str  # "due", "restate FIRST..LAST [ASSET]" or "forget N id(s)"
     until: datetime  # the time the plan is made for (runs never take a load hour past it)
     source_version: int | None  # None: a Parquet source (no log, no version)
     settings_digest: str
@@ -78,11 +78,19 @@ class Plan:
 
     @property
     def restated_days(self) -> tuple[date, date] | None:
-        """The load days (first, last) a restatement restates; None for due work."""
+        """The days (first, last) a restatement restates (load days; event days when only
+        daily_aggregates is restated); None for other work."""
         if not self.trigger.startswith(f"{RESTATE} "):
             return None
-        first, last = self.trigger.removeprefix(f"{RESTATE} ").split("..")
+        first, last = self.trigger.removeprefix(f"{RESTATE} ").split(" ")[0].split("..")
         return date.fromisoformat(first), date.fromisoformat(last)
+
+    @property
+    def restated_asset(self) -> str | None:
+        """The asset a restatement starts from ("restate FIRST..LAST ASSET"; None: the load
+        hours, and everything after them)."""
+        parts = self.trigger.split(" ")
+        return parts[2] if self.trigger.startswith(f"{RESTATE} ") and len(parts) > 2 else None
 
     @property
     def rows(self) -> int | None:

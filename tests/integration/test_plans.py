@@ -137,3 +137,16 @@ def test_a_plan_lists_what_its_apply_runs_and_is_refused_once_the_source_moves(s
     assert set(report.rebuilt_days) == {d.day for d in restated.days}
     assert {h.hour for h in restated.hours if h.rows} <= hours_written_by(settings, report) <= {
         h.hour for h in restated.hours}
+
+    # A restatement of daily_aggregates alone: the event days asked for, no load hour; its
+    # apply rebuilds exactly those days, then attributes.
+    daily = plans.make_plan(settings, at(3, 11), restate=(at(1).date(), at(2).date()), asset="daily_aggregates")
+    assert daily.hours == () and [(d.day, d.reason) for d in daily.days] == [
+        (at(1).date(), "restated"), (at(2).date(), "restated")]
+    assert "hourly assets: no load hour" in plans.describe(daily) and daily.restated_asset == "daily_aggregates"
+    plans.record_plan(settings, daily, at(3, 11))
+    report = runner.apply_plan(settings, daily.plan_id, instance=instance, echo=quiet)
+    assert report.success and [run.job for run in report.runs] == ["daily_job", "attributes_job"], report.runs
+    assert report.rebuilt_days == [at(1).date(), at(2).date()]
+    with pytest.raises(ValueError, match="--asset 'attributes': a restatement starts from one of"):
+        plans.make_plan(settings, at(3, 11), restate=(at(1).date(), at(2).date()), asset="attributes")
