@@ -31,6 +31,7 @@ class PlanConfig(Config):
     until: str = ""  # plan what is due at this ISO time (empty: now)
     restate_first: str = ""  # with restate_last: plan a rebuild of the load days FIRST..LAST
     restate_last: str = ""
+    restate_asset: str = ""  # with the days: daily_aggregates restates those event days alone
 
 
 def _restated(config: PlanConfig) -> tuple[date, date] | None:
@@ -53,7 +54,8 @@ def _restated(config: PlanConfig) -> tuple[date, date] | None:
 def plan_op(context: OpExecutionContext, config: PlanConfig, warehouse: WarehouseResource) -> None:
     try:
         now = parse_utc_datetime("until", config.until) if config.until else datetime.now(timezone.utc)
-        plan = make_plan(warehouse.settings, now, restate=_restated(config), instance=context.instance)
+        plan = make_plan(warehouse.settings, now, restate=_restated(config), asset=config.restate_asset or None,
+                         instance=context.instance)
     except ValueError as exc:
         raise Failure(description=str(exc)) from None
     record_plan(warehouse.settings, plan, datetime.now(timezone.utc))
@@ -62,7 +64,7 @@ def plan_op(context: OpExecutionContext, config: PlanConfig, warehouse: Warehous
 
 
 @job(name=PLAN_JOB, description="What the next runs (or a restatement) will recompute, with rows, days and cost, "
-                                "under an id: config {until: ISO time, restate_first: day, restate_last: day}, all "
-                                "optional. The plan shows on the `plans` asset.")
+                                "under an id: config {until: ISO time, restate_first: day, restate_last: day, "
+                                "restate_asset: daily_aggregates}, all optional. The plan shows on the `plans` asset.")
 def plan_job():
     plan_op()
