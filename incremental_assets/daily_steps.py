@@ -43,8 +43,10 @@ from incremental_assets.transforms.attribute_states import (
 from incremental_assets.transforms.attributes import (
     BUILT_IN_COLUMNS,
     LONGEST_WINDOW_DAYS,
+    WINDOW_METRICS,
     refresh_window_metrics,
     user_attributes,
+    users_an_as_of_move_changes,
 )
 from incremental_assets.transforms.daily_aggregates import daily_aggregates, rows_by_day_and_load_day
 from resources.materialized import materialized
@@ -269,6 +271,21 @@ def attributes_update(warehouse: WarehouseResource, as_of: date, run_type: str,
     stored = _stored(warehouse)
     found = _declared_states(warehouse, declared, stored)
     extra = {"declared": declared, "backfill": found.backfill, "backfilled": found.backfilled, "new": found.new}
+    if (run_type == "incremental" and stored.as_of is not None and stored.as_of < as_of
+            and stored.versions == recorded_versions(declared)):
+        # The as-of day moved on (after midnight): the users with a day entering the attributes
+        # or leaving a window, and those queued, are recomputed; the others' rows are carried.
+        window_days = {days for _, _, days in WINDOW_METRICS} | {d.period_days for d in declared if d.period_days}
+        users = users_an_as_of_move_changes(daily, stored.as_of, as_of, window_days)
+        if queue is not None:
+            users = users.unionByName(queue.select("domain_userid")).distinct()
+        carried = (tables.read(ATTRIBUTES).join(users, "domain_userid", "left_anti")
+                   .withColumn("attributes_as_of", F.lit(as_of)))
+        fresh = _with_declared(user_attributes(daily.join(users, "domain_userid", "left_semi"), as_of=as_of),
+                               found.states, declared, as_of, users)
+        return AttributesUpdate(carried.unionByName(fresh), True, None, consumed,
+                                f"attributes_as_of moved from {stored.as_of}: the users with a day entering the "
+                                "attributes or leaving a window recomputed, the others carried", **extra)
     if run_type == "full" or stored.as_of is None or stored.as_of != as_of:
         reason = ("run_type=full" if run_type == "full" else "no table yet" if stored.as_of is None
                   else f"attributes_as_of moved from {stored.as_of}")

@@ -81,3 +81,15 @@ def refresh_window_metrics(stored: DataFrame, daily_window: DataFrame, new_users
             REVENUE_TYPE if source == "revenue" else "long")))
     kept = kept.withColumn("attributes_as_of", F.lit(as_of))
     return kept.select(*new_users.columns).unionByName(new_users)
+
+
+def users_an_as_of_move_changes(daily: DataFrame, before: date, as_of: date, window_days: set[int]) -> DataFrame:
+    """The users whose attributes change when the as-of day moves from `before` to a later
+    `as_of`, no daily row having changed: those with a row on a day that enters them
+    ([before, as_of): every metric covers the days before the as-of day) or leaves a window of
+    N days ([before - N, as_of - N), for each N of `window_days`). The others' values stay."""
+    ranges = [(before, as_of), *((before - timedelta(days=n), as_of - timedelta(days=n)) for n in sorted(window_days))]
+    moved = F.lit(False)
+    for first, end in ranges:
+        moved = moved | ((F.col("event_date") >= F.lit(first)) & (F.col("event_date") < F.lit(end)))
+    return daily.where(moved).select("domain_userid").distinct()
