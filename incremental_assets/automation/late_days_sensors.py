@@ -121,30 +121,25 @@ def attributes_request(instance, run) -> RunRequest | SkipReason:
                                                                          f"daily_job run(s) of plan {plan}{failed}")})
 
 
-@run_status_sensor(
-    run_status=DagsterRunStatus.SUCCESS,
-    name="attributes_sensor",
-    monitored_jobs=[daily_job],
-    request_job=attributes_job,
-    default_status=SENSOR_STATUS,
-    description="Requests attributes_job once every daily_job run of a late-days plan has finished, one at "
-                "least successfully.",
-)
-def attributes_sensor(context: RunStatusSensorContext):
-    return attributes_request(context.instance, context.dagster_run)
+def _attributes_after_daily(status: DagsterRunStatus, name: str, description: str):
+    """A sensor applying `attributes_request` to each daily_job run that ends in `status`."""
+    @run_status_sensor(run_status=status, name=name, monitored_jobs=[daily_job], request_job=attributes_job,
+                       default_status=SENSOR_STATUS, description=description)
+    def attributes_after_daily(context: RunStatusSensorContext):
+        return attributes_request(context.instance, context.dagster_run)
+
+    return attributes_after_daily
 
 
-@run_status_sensor(
-    run_status=DagsterRunStatus.FAILURE,
-    name="attributes_after_failure_sensor",
-    monitored_jobs=[daily_job],
-    request_job=attributes_job,
-    default_status=SENSOR_STATUS,
-    description="attributes_sensor's rule when the last daily_job run of a plan to finish failed: the days the "
-                "others rebuilt do not wait for the failed one.",
-)
-def attributes_after_failure_sensor(context: RunStatusSensorContext):
-    return attributes_request(context.instance, context.dagster_run)
+attributes_sensor = _attributes_after_daily(
+    DagsterRunStatus.SUCCESS, "attributes_sensor",
+    "Requests attributes_job once every daily_job run of a late-days plan has finished, one at least successfully.")
+# The same rule when the last daily_job run of a plan to finish failed: the days the others
+# rebuilt do not wait for the failed one.
+attributes_after_failure_sensor = _attributes_after_daily(
+    DagsterRunStatus.FAILURE, "attributes_after_failure_sensor",
+    "attributes_sensor's rule when the last daily_job run of a plan to finish failed: the days the others "
+    "rebuilt do not wait for the failed one.")
 
 
 def new_day_request(warehouse: WarehouseResource, day: str) -> RunRequest | SkipReason:
