@@ -60,7 +60,8 @@ from incremental_assets.partitions import daily_partitions, hourly_partitions
 from incremental_assets.planning.processing_manifest import ItemStatus
 from incremental_assets.progress import source_version_before
 from incremental_assets.sources.load_hours import source_columns
-from resources.manifest import lock_age, unit_of
+from resources.manifest import lock_age
+from resources.manifest_items import unit_of
 from resources.warehouse import WarehouseResource
 
 

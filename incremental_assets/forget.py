@@ -126,12 +126,12 @@ def find(settings: Settings, tables: TableStore, ids: ErasedIds) -> Found:
 
 
 def _sessions_and_days(filtered, holding) -> tuple[int, tuple[date, ...]]:
-    """The sessions with a filtered row holding the ids, and the event days of all their rows:
-    erased rows leave those days, and a session derived again without them may change the
-    others (its start, its user)."""
-    ids = holding.select("domain_sessionid").distinct()
-    days = filtered.join(ids, "domain_sessionid", "left_semi").select("event_date").distinct().collect()
-    return ids.count(), tuple(sorted(r["event_date"] for r in days))
+    """The sessions with a filtered row holding the ids (an erased user's: few, collected once),
+    and the event days of all their rows: erased rows leave those days, and a session derived
+    again without them may change the others (its start, its user)."""
+    sessions = [r[0] for r in holding.select("domain_sessionid").distinct().collect()]
+    days = filtered.where(F.col("domain_sessionid").isin(sessions)).select("event_date").distinct().collect()
+    return len(sessions), tuple(sorted(r["event_date"] for r in days))
 
 
 def _linked_domain_userids(holding, ids: ErasedIds) -> tuple[str, ...]:

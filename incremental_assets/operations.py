@@ -25,7 +25,8 @@ from incremental_assets.progress import (
 )
 from incremental_assets.settings import Settings
 from incremental_assets.skipped_hours import record_skips
-from resources.manifest import ItemState, ManifestStore, item_id, split_item_id, unit_of
+from resources.manifest import ItemState, ManifestStore
+from resources.manifest_items import item_id, split_item_id, unit_of
 
 # -- views ----------------------------------------------------------------------------------
 

@@ -44,7 +44,8 @@ from incremental_assets.planning.run_limits import RunLimits, RunState
 from incremental_assets.settings import Settings
 from incremental_assets.skipped_hours import skipped_hours
 from incremental_assets.sources.load_hours import SourceSnapshot, hours_changed_by_commits, source_snapshot
-from resources.manifest import ManifestStore, abandoned_lock_check, split_item_id, unit_of
+from resources.manifest import ManifestStore, abandoned_lock_check
+from resources.manifest_items import split_item_id, unit_of
 from resources.tables import read_delta_arrow, utc_datetimes
 
 

@@ -40,6 +40,7 @@ from incremental_assets.planning.processing_manifest import (
     item_status,
     open_lock,
 )
+from resources.manifest_items import split_item_id
 from resources.tables.delta_log import load_table, scan_arrow
 
 OPERATOR = "operator"
@@ -74,25 +75,6 @@ class ItemLockedError(ManifestError):
 
 class ItemFailLockedError(ManifestError):
     """The item's last processing failed; an operator must resolve it first."""
-
-
-def item_id(asset: str, partition_key: str | None, unit: str | None = None) -> str:
-    """`asset/key`. A run scoped to some app ids (a catch-up: seed 004's units) claims items of
-    its own, `asset@app_ids/key`: its failure fail-locks those apps' work on the hour alone."""
-    return f"{asset}{'@' + unit if unit else ''}/{partition_key or 'all'}"
-
-
-def split_item_id(item: str) -> tuple[str, str]:
-    """(asset, key); the asset part keeps a unit's `@app_ids` (`unit_of` splits it)."""
-    asset, _, key = item.partition("/")
-    return asset, key
-
-
-def unit_of(item: str) -> tuple[str, str, str | None]:
-    """(asset, key, unit): the unit is the app ids of a scoped run's item, else None."""
-    asset, key = split_item_id(item)
-    asset, _, unit = asset.partition("@")
-    return asset, key, unit or None
 
 
 @dataclass(frozen=True)
@@ -504,3 +486,4 @@ def abandoned_lock_check(instance, max_lock_age_hours: float, now: datetime | No
                     f"{age.total_seconds() / 3600:.1f} h old")
         return None
     return check
+

@@ -41,9 +41,8 @@ from resources.manifest import (
     ManifestStore,
     abandoned_lock_check,
     claiming_process,
-    item_id,
-    split_item_id,
 )
+from resources.manifest_items import item_id, split_item_id
 from resources.materialized import release, rows_were_lost
 from resources.tables import RowRange, WriteResult
 from resources.warehouse import WarehouseResource

@@ -48,8 +48,9 @@ from incremental_assets.names import (
 from incremental_assets.partitions import LOAD_SETTINGS, daily_partitions, filtered_hours_of_day, single_run
 from incremental_assets.planning.hours import day_key
 from incremental_assets.planning.processing_manifest import ItemStatus
-from resources.manifest import ItemLockedError, abandoned_lock_check, split_item_id
+from resources.manifest import ItemLockedError, abandoned_lock_check
 from resources.manifest_io_manager import TableOutput, TableWrite, claimed
+from resources.manifest_items import split_item_id
 from resources.warehouse import WarehouseResource
 
 # attributes is one manifest item for every user. A second attributes run (the sensor's beside

@@ -26,7 +26,8 @@ from incremental_assets.names import ATTRIBUTES, DAILY_AGGREGATES
 from incremental_assets.planning.processing_manifest import ItemStatus, State
 from incremental_assets.runner import run_until, step_failure_lines
 from incremental_assets.settings import Settings
-from resources.manifest import ManifestStore, item_id
+from resources.manifest import ManifestStore
+from resources.manifest_items import item_id
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

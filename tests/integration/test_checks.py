@@ -16,7 +16,8 @@ from deltalake import DeltaTable, write_deltalake
 
 from incremental_assets import checks, event_id_check
 from incremental_assets.planning.processing_manifest import State
-from resources.manifest import ManifestStore, item_id
+from resources.manifest import ManifestStore
+from resources.manifest_items import item_id
 from resources.spark import SparkResource
 from resources.tables import RowRange
 from resources.warehouse import WarehouseResource

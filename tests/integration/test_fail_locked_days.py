@@ -13,7 +13,8 @@ from incremental_assets.definitions import warehouse
 from incremental_assets.names import RANGE_END_TAG, RANGE_START_TAG, RUN_LIMITS_TAG, RUN_STATE_TAG
 from incremental_assets.planning.late_days import LateDaysPlan
 from incremental_assets.planning.processing_manifest import State
-from resources.manifest import ManifestStore, item_id
+from resources.manifest import ManifestStore
+from resources.manifest_items import item_id
 
 DAYS = [dt.date(2026, 1, d) for d in (5, 6, 7, 8)]
 LOCKED = item_id("daily_aggregates", "2026-01-07")

@@ -11,7 +11,8 @@ from incremental_assets import cli, plans
 from incremental_assets.planning.processing_manifest import ItemStatus, State
 from incremental_assets.settings import Settings
 from incremental_assets.skipped_hours import skipped_hours
-from resources.manifest import ManifestStore, item_id
+from resources.manifest import ManifestStore
+from resources.manifest_items import item_id
 
 DAY = date(2026, 1, 5)
 UNTIL = "2026-01-05T01:30:00Z"  # one closed load hour: 00:00

@@ -12,7 +12,8 @@ from incremental_assets.planning.processing_manifest import State
 from incremental_assets.progress import plan_load_hours
 from incremental_assets.settings import Settings
 from incremental_assets.sources.load_hours import SourceSnapshot
-from resources.manifest import ManifestStore, item_id
+from resources.manifest import ManifestStore
+from resources.manifest_items import item_id
 
 UTC = dt.timezone.utc
 HOUR = dt.datetime(2026, 1, 5, 10, tzinfo=UTC)

@@ -33,7 +33,8 @@ from incremental_assets.names import (
 from incremental_assets.planning.processing_manifest import State
 from incremental_assets.settings import Settings
 from incremental_assets.sources.load_hours import file_hours, holds_no_load_time, source_snapshot
-from resources.manifest import ManifestStore, item_id
+from resources.manifest import ManifestStore
+from resources.manifest_items import item_id
 from tests.delta_reads import read_pandas
 
 DAY = datetime(2026, 1, 5, tzinfo=timezone.utc)

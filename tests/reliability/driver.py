@@ -56,7 +56,8 @@ def kill_in_spark_job() -> None:
 
 def kill_before_processed(asset: str) -> None:
     from incremental_assets.planning.processing_manifest import State
-    from resources.manifest import ManifestStore, split_item_id
+    from resources.manifest import ManifestStore
+    from resources.manifest_items import split_item_id
 
     real_close = ManifestStore.close
 

@@ -4,7 +4,7 @@ import pytest
 
 from incremental_assets.operations import _step_items, skip_item
 from incremental_assets.planning.processing_manifest import ManifestError
-from resources.manifest import item_id, split_item_id, unit_of
+from resources.manifest_items import item_id, split_item_id, unit_of
 
 
 def test_a_units_items_name_its_apps_and_split_back():
