@@ -28,12 +28,15 @@ from incremental_assets.names import (
     FILTERED_EVENTS,
     USERS_TO_REFRESH,
 )
-from incremental_assets.planning.attribute_declarations import (
-    VERSIONS_COLUMN,
-    AttributeDeclaration,
+from incremental_assets.planning.attribute_declarations import VERSIONS_COLUMN, AttributeDeclaration
+from incremental_assets.planning.default_attributes import (
+    AS_OF_COLUMN,
+    KEY_COLUMN,
+    from_daily,
+    from_states,
+    held_attribute_keys,
     recorded_versions,
 )
-from incremental_assets.settings import Settings
 from incremental_assets.transforms.attribute_states import (
     attribute_states,
     check_properties,
@@ -41,9 +44,7 @@ from incremental_assets.transforms.attribute_states import (
     with_declared_attributes,
 )
 from incremental_assets.transforms.attributes import (
-    BUILT_IN_COLUMNS,
-    LONGEST_WINDOW_DAYS,
-    WINDOW_METRICS,
+    periodic,
     refresh_window_metrics,
     user_attributes,
     users_an_as_of_move_changes,
@@ -53,22 +54,18 @@ from resources.materialized import materialized
 from resources.warehouse import WarehouseResource
 
 
-def declared_attributes(settings: Settings) -> tuple[AttributeDeclaration, ...]:
-    return settings.declared_attributes(reserved=(*BUILT_IN_COLUMNS, VERSIONS_COLUMN))
-
-
 @dataclass
 class DailyResults:
     daily: DataFrame
     ledger: DataFrame
     users_to_refresh: Callable[[], DataFrame]  # read when written: the days' users before the rebuild
-    states: DataFrame | None = None  # the declared attributes' states of these days
+    states: DataFrame | None = None  # the states of these days (of the attributes daily_aggregates does not hold)
 
 
 def aggregate_days(warehouse: WarehouseResource, first_day: date, end_day: date, run_id: str) -> DailyResults:
     tables = warehouse.tables
     filtered = tables.read_range(FILTERED_EVENTS, "event_date", first_day, end_day)
-    declared = declared_attributes(warehouse.settings)
+    declared = from_states(warehouse.settings.declared_attributes())
     check_properties(filtered.schema, declared)
     daily = materialized(daily_aggregates(filtered))
     ledger = rows_by_day_and_load_day(filtered).select(
@@ -187,7 +184,7 @@ def last_event_day(warehouse: WarehouseResource) -> date | None:
 
 @dataclass
 class _DeclaredStates:
-    states: DataFrame | None  # the states every declared attribute reads (None without declarations)
+    states: DataFrame | None  # the states the attributes merged from states read (None: there are none)
     backfill: DataFrame | None  # every day's states of `backfilled`
     backfilled: tuple[str, ...]  # state keys no attribute the table holds reads: computed from every day
     new: tuple[AttributeDeclaration, ...] = ()  # the declared attributes the table does not hold
@@ -199,12 +196,16 @@ def _declared_states(warehouse: WarehouseResource, declared: tuple[AttributeDecl
     attribute the table holds reads (computed from every filtered row, late rows still pending
     included). A new attribute that reads the same rows as one the table holds (another
     period or aggregation of them) finds its states kept already. States no declared attribute
-    reads stay until table maintenance drops them."""
-    if not declared:
-        return _DeclaredStates(None, None, ())
+    reads stay until table maintenance drops them. The attributes computed from daily_aggregates
+    have no states: they are new when the table does not hold them."""
     tables = warehouse.tables
+    held = held_attribute_keys(stored.versions) if stored.as_of is not None else set()
+    new_from_daily = tuple(d for d in from_daily(declared) if d.key not in held)
+    declared = from_states(declared)
+    if not declared:
+        return _DeclaredStates(None, None, (), new_from_daily)
     have_states = tables.exists(ATTRIBUTE_STATES)
-    held = set((stored.versions or "").split(",")) - {""} if have_states else set()
+    held = held if have_states else set()
     new = tuple(d for d in declared if d.key not in held)
     kept = {d.state_key for d in declared if d.key in held}
     missing = tuple({d.state_key: d for d in new if d.state_key not in kept}.values())
@@ -219,39 +220,46 @@ def _declared_states(warehouse: WarehouseResource, declared: tuple[AttributeDecl
         states = tables.read(ATTRIBUTE_STATES).where(~F.col("attribute").isin(list(backfilled)))
     if backfill is not None:
         states = backfill if states is None else states.unionByName(backfill)
-    return _DeclaredStates(states, backfill, backfilled, new)
+    return _DeclaredStates(states, backfill, backfilled, (*new_from_daily, *new))
 
 
 def _with_declared(rows: DataFrame, states: DataFrame | None, declared: tuple[AttributeDeclaration, ...],
                    as_of: date, users: DataFrame | None = None) -> DataFrame:
-    """`rows` with the declared attributes of their users (merged from `states`, of `users` only
-    when given) and the versions they were computed with."""
-    if not declared:
-        return rows
-    values = None  # declared, but nothing aggregated yet: every value is its default
-    if states is not None:
-        if users is not None:
-            states = states.join(users, "domain_userid", "left_semi")
-        values = declared_values(states, declared, as_of=as_of)
-    return _ordered(with_declared_attributes(rows, values, declared), declared)
+    """`rows` (`user_attributes`: the attributes computed from daily_aggregates) with the others
+    merged from `states` (of `users` only when given), and the versions they were computed with."""
+    merged = from_states(declared)
+    if merged:
+        values = None  # declared, but nothing aggregated yet: every value is its default
+        if states is not None:
+            if users is not None:
+                states = states.join(users, KEY_COLUMN, "left_semi")
+            values = declared_values(states, merged, as_of=as_of)
+        rows = with_declared_attributes(rows, values, merged)
+    return _ordered(rows, declared)
 
 
 def _ordered(rows: DataFrame, declared: tuple[AttributeDeclaration, ...]) -> DataFrame:
-    """The built-in columns, the declared ones in their declared order, and the versions."""
-    return rows.withColumn(VERSIONS_COLUMN, F.lit(recorded_versions(declared))).select(
-        *BUILT_IN_COLUMNS, *[d.name for d in declared], VERSIONS_COLUMN)
+    """The user, the attributes in their declared order, the as-of day, and the versions (none
+    for the default declaration alone)."""
+    versions = recorded_versions(declared)
+    return rows.select(KEY_COLUMN, *[d.name for d in declared], AS_OF_COLUMN,
+                       *([F.lit(versions).alias(VERSIONS_COLUMN)] if versions is not None else []))
 
 
-def _with_changed_declarations(stored_rows: DataFrame, found: _DeclaredStates,
+def _with_changed_declarations(stored_rows: DataFrame, daily: DataFrame, found: _DeclaredStates,
                                declared: tuple[AttributeDeclaration, ...], as_of: date) -> DataFrame:
     """The stored rows with the attributes new to the table (added, or changed: a new version)
     computed for every user, and those no longer declared dropped."""
     new_keys = {d.key for d in found.new}
     unchanged = {d.name for d in declared if d.key not in new_keys}
-    rows = stored_rows.drop(*[c for c in stored_rows.columns if c not in BUILT_IN_COLUMNS and c not in unchanged])
-    if found.new:
-        rows = with_declared_attributes(rows, declared_values(found.states, found.new, as_of=as_of), found.new)
-    return _ordered(rows, declared) if declared else rows
+    rows = stored_rows.select(KEY_COLUMN, AS_OF_COLUMN, *[c for c in stored_rows.columns if c in unchanged])
+    if from_daily(found.new):
+        values = user_attributes(daily, as_of=as_of, declared=found.new).drop(AS_OF_COLUMN)
+        rows = with_declared_attributes(rows, values, from_daily(found.new))
+    if from_states(found.new):
+        values = declared_values(found.states, from_states(found.new), as_of=as_of)
+        rows = with_declared_attributes(rows, values, from_states(found.new))
+    return _ordered(rows, declared)
 
 
 def attributes_update(warehouse: WarehouseResource, as_of: date, run_type: str,
@@ -259,7 +267,7 @@ def attributes_update(warehouse: WarehouseResource, as_of: date, run_type: str,
     """`in_progress(append_id)`: whether the daily run that queued those rows may still commit
     (its rows are left queued: the daily rows they announce are not readable yet)."""
     tables = warehouse.tables
-    declared = declared_attributes(warehouse.settings)
+    declared = warehouse.settings.declared_attributes()
     queue = tables.read(USERS_TO_REFRESH) if tables.exists(USERS_TO_REFRESH) else None
     appended = sorted(r.append_id for r in queue.select("append_id").distinct().collect()) if queue else []
     waiting = [append_id for append_id in appended if in_progress(append_id)]
@@ -275,13 +283,13 @@ def attributes_update(warehouse: WarehouseResource, as_of: date, run_type: str,
             and stored.versions == recorded_versions(declared)):
         # The as-of day moved on (after midnight): the users with a day entering the attributes
         # or leaving a window, and those queued, are recomputed; the others' rows are carried.
-        window_days = {days for _, _, days in WINDOW_METRICS} | {d.period_days for d in declared if d.period_days}
+        window_days = {d.period_days for d in declared if d.period_days}
         users = users_an_as_of_move_changes(daily, stored.as_of, as_of, window_days)
         if queue is not None:
             users = users.unionByName(queue.select("domain_userid")).distinct()
         carried = (tables.read(ATTRIBUTES).join(users, "domain_userid", "left_anti")
                    .withColumn("attributes_as_of", F.lit(as_of)))
-        fresh = _with_declared(user_attributes(daily.join(users, "domain_userid", "left_semi"), as_of=as_of),
+        fresh = _with_declared(user_attributes(daily.join(users, KEY_COLUMN, "left_semi"), as_of=as_of, declared=declared),
                                found.states, declared, as_of, users)
         return AttributesUpdate(carried.unionByName(fresh), True, None, consumed,
                                 f"attributes_as_of moved from {stored.as_of}: the users with a day entering the "
@@ -289,25 +297,27 @@ def attributes_update(warehouse: WarehouseResource, as_of: date, run_type: str,
     if run_type == "full" or stored.as_of is None or stored.as_of != as_of:
         reason = ("run_type=full" if run_type == "full" else "no table yet" if stored.as_of is None
                   else f"attributes_as_of moved from {stored.as_of}")
-        rows = _with_declared(user_attributes(daily, as_of=as_of), found.states, declared, as_of)
+        rows = _with_declared(user_attributes(daily, as_of=as_of, declared=declared), found.states, declared, as_of)
         return AttributesUpdate(rows, True, None, consumed, f"every user recomputed ({reason})", **extra)
     if stored.versions != recorded_versions(declared):
         # Only the attributes that changed are computed for every user; the queued users whole.
-        rows = _with_changed_declarations(tables.read(ATTRIBUTES), found, declared, as_of)
+        rows = _with_changed_declarations(tables.read(ATTRIBUTES), daily, found, declared, as_of)
         how = "the declared attributes changed: the new ones computed for every user"
         if queue is not None:
             users = queue.select("domain_userid").distinct()
-            fresh = _with_declared(user_attributes(daily.join(users, "domain_userid", "left_semi"), as_of=as_of),
+            fresh = _with_declared(user_attributes(daily.join(users, KEY_COLUMN, "left_semi"), as_of=as_of, declared=declared),
                                    found.states, declared, as_of, users)
             rows = rows.join(users, "domain_userid", "left_anti").unionByName(fresh)
             how += ", the users whose daily rows changed recomputed"
         return AttributesUpdate(rows, True, None, consumed, how, **extra)
     if run_type == "last_n_days":
         stored_rows = tables.read(ATTRIBUTES)
-        window = daily.where(F.col("event_date") >= F.lit(as_of - timedelta(days=LONGEST_WINDOW_DAYS)))
-        new_users = window.select("domain_userid").distinct().join(stored_rows, "domain_userid", "left_anti")
-        new_rows = user_attributes(daily.join(new_users, "domain_userid", "left_semi"), as_of=as_of)
-        rows = _with_declared(refresh_window_metrics(stored_rows, window, new_rows, as_of=as_of),
+        longest = max((d.period_days for d in periodic(declared)), default=None)
+        window = daily if longest is None else daily.where(
+            F.col("event_date") >= F.lit(as_of - timedelta(days=longest)))
+        new_users = window.select(KEY_COLUMN).distinct().join(stored_rows, KEY_COLUMN, "left_anti")
+        new_rows = user_attributes(daily.join(new_users, KEY_COLUMN, "left_semi"), as_of=as_of, declared=declared)
+        rows = _with_declared(refresh_window_metrics(stored_rows, window, new_rows, as_of=as_of, declared=declared),
                               found.states, declared, as_of)
         return AttributesUpdate(rows, True, None, consumed,
                                 "window metrics of every user recomputed, new users added", **extra)
@@ -317,6 +327,6 @@ def attributes_update(warehouse: WarehouseResource, as_of: date, run_type: str,
     else:
         users = queue.select("domain_userid").distinct()
         how = "the users whose daily rows changed recomputed"
-    rows = _with_declared(user_attributes(daily.join(users, "domain_userid", "left_semi"), as_of=as_of),
+    rows = _with_declared(user_attributes(daily.join(users, KEY_COLUMN, "left_semi"), as_of=as_of, declared=declared),
                           found.states, declared, as_of, users)
     return AttributesUpdate(rows, False, users, consumed, how, **extra)

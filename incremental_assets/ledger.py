@@ -22,6 +22,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from incremental_assets.names import ATTRIBUTES, DAY_LEDGER, FILTERED_COUNTS, USERS_TO_REFRESH
 from incremental_assets.planning.attribute_declarations import VERSIONS_COLUMN
+from incremental_assets.planning.default_attributes import held_attribute_keys
 from incremental_assets.planning.late_days import LateDaysPlan, conservation_check, days_to_process
 from incremental_assets.settings import Settings
 from resources.tables import read_delta_arrow
@@ -163,14 +164,14 @@ def users_queued(settings: Settings) -> bool:
 
 
 def recorded_attribute_keys(settings: Settings) -> set[str] | None:
-    """The declared attributes (name@version) the attributes table holds; None: no table."""
+    """The attributes (name@version) the attributes table holds; None: no table."""
     path = settings.table_path(ATTRIBUTES)
     if not DeltaTable.is_deltatable(path):
         return None
     if VERSIONS_COLUMN not in DeltaTable(path).schema().to_arrow().names:
-        return set()
+        return held_attribute_keys(None)
     recorded = read_delta_arrow(path, [VERSIONS_COLUMN]).column(0).unique().to_pylist()
-    return {key for text in recorded if text for key in text.split(",")}
+    return {key for text in recorded for key in held_attribute_keys(text)}
 
 
 def declared_attributes_changed(settings: Settings) -> bool:

@@ -11,6 +11,7 @@ from datetime import date, datetime, timedelta
 
 from incremental_assets.ledger import recorded_attribute_keys
 from incremental_assets.names import ALL_TABLES, ATTRIBUTE_STATES
+from incremental_assets.planning.default_attributes import from_states
 from incremental_assets.settings import Settings
 from resources.tables import TableStore
 from resources.tables.interface import MaintenanceResult
@@ -52,7 +53,7 @@ def drop_undeclared_states(settings: Settings, tables: TableStore) -> list[str]:
     declared = settings.declared_attributes()
     if not (recorded_attribute_keys(settings) or set()) <= {d.key for d in declared}:
         return []
-    needed = {d.state_key for d in declared}
+    needed = {d.state_key for d in from_states(declared)}
     present = {row[0] for row in tables.read(ATTRIBUTE_STATES, columns=["attribute"]).distinct().collect()}
     dropped = sorted(present - needed)
     if dropped:

@@ -17,14 +17,22 @@ import typing
 from dataclasses import dataclass, fields, replace
 from datetime import date, datetime, time, timedelta, timezone
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
 from incremental_assets.names import TABLE_ENGINES, check_identifier
 from incremental_assets.planning.attribute_declarations import (
+    VERSIONS_COLUMN,
     AttributeDeclaration,
     AttributeDeclarationError,
+    DeclarationFile,
     declarations,
-    parse_declarations,
+    parse_declaration_file,
+)
+from incremental_assets.planning.default_attributes import (
+    AS_OF_COLUMN,
+    DEFAULT_ATTRIBUTES,
+    KEY_COLUMN,
+    with_defaults,
 )
 from incremental_assets.planning.windows import parse_duration
 
@@ -162,19 +170,26 @@ class Settings:
     def as_of_date(self, now: datetime) -> date:
         return self.attributes_as_of or now.astimezone(timezone.utc).date()
 
-    def declared_attributes(self, reserved: Sequence[str] = ()) -> tuple[AttributeDeclaration, ...]:
-        """The declarations of `attributes_file` (none without one); an error names the file."""
+    def declared_attributes(self) -> tuple[AttributeDeclaration, ...]:
+        """The attributes of `attributes`: the default declaration, then those of `attributes_file`
+        (without the defaults when it says so); an error names the file."""
         if not self.attributes_file:
-            return ()
+            return DEFAULT_ATTRIBUTES
         file = Path(self.attributes_file).expanduser()
         try:
             text = file.read_text()
         except OSError as exc:
             raise AttributeDeclarationError(
                 f"attributes_file={self.attributes_file!r} cannot be read: {exc.strerror}") from exc
+        reserved = (KEY_COLUMN, AS_OF_COLUMN, VERSIONS_COLUMN)
         if file.suffix == ".py":
-            return declarations(_python_declarations(file), where=f"{file}: ATTRIBUTES", reserved=reserved)
-        return parse_declarations(text, where=str(file), reserved=reserved)
+            entries, defaults = _python_declarations(file)
+            where = f"{file}: ATTRIBUTES"
+            declared = DeclarationFile(declarations(entries, where=where, reserved=reserved), defaults)
+        else:
+            where = str(file)
+            declared = parse_declaration_file(text, where=where, reserved=reserved)
+        return with_defaults(declared.attributes, declared.defaults, where)
 
     def describe(self) -> dict[str, str]:
         """Settings as strings, for metadata and the CLI."""
@@ -383,10 +398,11 @@ _PARSER_BY_TYPE: dict[Any, Callable[[str, Any], Any]] = {
 _PARSERS = {name: _PARSER_BY_TYPE[kind] for name, kind in typing.get_type_hints(Settings).items()}
 
 
-def _python_declarations(file: Path) -> Any:
+def _python_declarations(file: Path) -> tuple[Any, Any]:
     """The `ATTRIBUTES` a Python declaration file defines (the same entries as the YAML file's
-    list, built by code: e.g. one count per event and period). The file is the team's own code,
-    run as it is whenever the settings are read; an error in it names the file."""
+    list, built by code: e.g. one count per event and period) and its `DEFAULTS` (True unless
+    set, as the YAML file's `defaults`). The file is the team's own code, run as it is whenever
+    the settings are read; an error in it names the file."""
     try:
         namespace = runpy.run_path(str(file), run_name="incremental_attributes")
     except Exception as exc:  # the team's code: any error it raises is a bad declaration file
@@ -394,4 +410,7 @@ def _python_declarations(file: Path) -> Any:
     if "ATTRIBUTES" not in namespace:
         raise AttributeDeclarationError(f"{file}: a Python declaration file must define ATTRIBUTES, "
                                         "a list of attribute declarations (as in the YAML file's 'attributes')")
-    return namespace["ATTRIBUTES"]
+    defaults = namespace.get("DEFAULTS", True)
+    if not isinstance(defaults, bool):
+        raise AttributeDeclarationError(f"{file}: DEFAULTS {defaults!r} is not accepted; use True or False")
+    return namespace["ATTRIBUTES"], defaults

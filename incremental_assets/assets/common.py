@@ -95,7 +95,6 @@ COLUMN_DESCRIPTIONS = {
     "revenue": "Sum of tr_total of the day's transactions.",
     "attributes_as_of": "The day the last-N-days metrics are counted back from.",
     "attribute_versions": "The declared attributes (name@version) this row was computed with.",
-    "days_active": "Event days with at least one filtered event.",
 }
 
 

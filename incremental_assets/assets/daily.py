@@ -125,8 +125,9 @@ def attributes_as_of(context: AssetExecutionContext, warehouse: WarehouseResourc
     kinds={"spark", "delta"},
     freshness_policy=DAILY_FRESHNESS,
     deps=[daily_aggregates],
-    description="One row per user: lifetime and last-N-days metrics as of attributes_as_of, from "
-                "daily_aggregates (only users whose daily rows changed are recomputed, unless the day moved).",
+    description="One row per user: the declared attributes (by default twelve lifetime and last-N-days metrics) "
+                "as of attributes_as_of, from daily_aggregates and the attributes' states (only users whose "
+                "daily rows changed are recomputed, and those a move of the day changes).",
     metadata={"table": ATTRIBUTES, "write": "replace_keys", "key": "domain_userid", **table_metadata(ATTRIBUTES)},
     owners=OWNERS,
     code_version=CODE_VERSION,

@@ -24,6 +24,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import date
 from typing import Any
 
 import yaml
@@ -31,7 +32,7 @@ import yaml
 AGGREGATIONS = ("count", "sum", "min", "max", "mean", "first", "last", "most_frequent",
                 "distinct_count", "distinct_list")
 OPERATORS = ("eq", "neq", "gt", "gte", "lt", "lte", "like", "in")
-VALUE_TYPES = ("string", "number")
+VALUE_TYPES = ("string", "number", "decimal", "date")  # decimal: decimal(28,2); date: ISO text
 DISTINCT_LIST_CAP = 100  # a distinct list's default cap
 _NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
 _PROPERTY = re.compile(r"^(?P<column>[A-Za-z_][A-Za-z0-9_]*)(?:\[(?P<index>\d+)\])?(?P<path>(?:\.[A-Za-z_][A-Za-z0-9_]*)*)$")
@@ -212,9 +213,10 @@ def declaration(entry: Mapping[str, Any], where: str = "attributes") -> Attribut
         raise AttributeDeclarationError(f"{where}: aggregation {aggregation!r} needs a property")
     value_type = entry.get("type", "number" if aggregation in ("sum", "mean") else "string")
     if value_type not in VALUE_TYPES:
-        raise AttributeDeclarationError(f"{where}: type {value_type!r} is not accepted; use string or number")
-    if aggregation in ("sum", "mean") and value_type != "number":
-        raise AttributeDeclarationError(f"{where}: {aggregation} adds numbers: its type is number")
+        raise AttributeDeclarationError(
+            f"{where}: type {value_type!r} is not accepted; use one of {', '.join(VALUE_TYPES)}")
+    if aggregation in ("sum", "mean") and value_type not in ("number", "decimal"):
+        raise AttributeDeclarationError(f"{where}: {aggregation} adds numbers: its type is number or decimal")
     cap = entry.get("cap")
     if cap is not None and (aggregation != "distinct_list" or isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
         raise AttributeDeclarationError(f"{where}: cap {cap!r} is not accepted; a distinct_list takes a whole number >= 1")
@@ -223,11 +225,13 @@ def declaration(entry: Mapping[str, Any], where: str = "attributes") -> Attribut
     default = entry.get("default", 0 if aggregation in ("count", "distinct_count") else None)
     if aggregation == "distinct_list" and default is not None:
         raise AttributeDeclarationError(f"{where}: a distinct_list has no default (without values it is empty)")
-    numbers = aggregation in ("count", "distinct_count", "sum", "mean") or value_type == "number"
+    numbers = aggregation in ("count", "distinct_count", "sum", "mean") or value_type in ("number", "decimal")
     if default is not None and (isinstance(default, bool) or not isinstance(default, (str, int, float))
                                 or (numbers and isinstance(default, str))):
         raise AttributeDeclarationError(
             f"{where}: default {default!r} is not accepted; use {'a number' if numbers else 'a string or a number'}")
+    if value_type == "date" and default is not None and not _is_iso_date(default):
+        raise AttributeDeclarationError(f"{where}: default {default!r} is not accepted; a date is YYYY-MM-DD")
     criteria, criteria_match = _criteria(entry.get("criteria"), where)
     description = entry.get("description") or ""
     if not isinstance(description, str):
@@ -237,6 +241,14 @@ def declaration(entry: Mapping[str, Any], where: str = "attributes") -> Attribut
         criteria=criteria, criteria_match=criteria_match, period_days=_period(entry.get("period"), where),
         default=default, value_type=value_type, cap=cap, description=description)
     return _versioned(declared)
+
+
+def _is_iso_date(value: Any) -> bool:
+    try:
+        date.fromisoformat(value)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 # The layout of the state table's rows: part of every version, so that a new layout makes every
@@ -289,14 +301,19 @@ def declarations(entries: Sequence[Mapping[str, Any]], where: str = "attributes"
 VERSIONS_COLUMN = "attribute_versions"
 
 
-def recorded_versions(declared: Sequence[AttributeDeclaration]) -> str | None:
-    """What the attributes table records of these declarations (VERSIONS_COLUMN): their keys,
-    sorted and comma-separated; None without any."""
-    return ",".join(sorted(d.key for d in declared)) or None
-
-
 def parse_declarations(text: str, where: str, reserved: Sequence[str] = ()) -> tuple[AttributeDeclaration, ...]:
-    """The declarations of a YAML document (`attributes: [...]`), validated;
+    """The attributes a YAML declaration file declares (without the defaults it may take)."""
+    return parse_declaration_file(text, where, reserved).attributes
+
+
+@dataclass(frozen=True)
+class DeclarationFile:
+    attributes: tuple[AttributeDeclaration, ...]
+    defaults: bool = True  # the default declaration's attributes come first (default_attributes.py)
+
+
+def parse_declaration_file(text: str, where: str, reserved: Sequence[str] = ()) -> DeclarationFile:
+    """A YAML declaration file (`attributes: [...]`, optionally `defaults: false`), validated;
     AttributeDeclarationError names `where` (the file) and what is wrong."""
     try:
         document = yaml.safe_load(text)
@@ -304,4 +321,11 @@ def parse_declarations(text: str, where: str, reserved: Sequence[str] = ()) -> t
         raise AttributeDeclarationError(f"{where}: not valid YAML: {exc}") from exc
     if not isinstance(document, Mapping) or "attributes" not in document:
         raise AttributeDeclarationError(f"{where}: expected a mapping with a list under 'attributes'")
-    return declarations(document["attributes"], where=where, reserved=reserved)
+    unknown = sorted(set(document) - {"attributes", "defaults"})
+    if unknown:
+        raise AttributeDeclarationError(f"{where}: unknown key(s) {', '.join(map(str, unknown))}; "
+                                        "accepted: attributes, defaults")
+    defaults = document.get("defaults", True)
+    if not isinstance(defaults, bool):
+        raise AttributeDeclarationError(f"{where}: defaults {defaults!r} is not accepted; use true or false")
+    return DeclarationFile(declarations(document["attributes"], where=where, reserved=reserved), defaults)

@@ -24,7 +24,9 @@ from incremental_assets.planning.attribute_declarations import (
 )
 
 STATE_COLUMNS = ("event_date", "domain_userid", "attribute", "value_counts")
-_RESULT_TYPES = {"count": "long", "distinct_count": "long", "sum": "double", "mean": "double"}
+_COUNT_TYPES = {"count": "long", "distinct_count": "long"}
+# What a value of each declared type is returned as (dates compare as their ISO text).
+_VALUE_TYPES = {"string": "string", "number": "double", "decimal": "decimal(28,2)", "date": "date"}
 
 
 def _leaf(column: Column, kind: DataType, names: Sequence[str]) -> Column:
@@ -172,8 +174,8 @@ def _per_view(merged: DataFrame, declared: Sequence[AttributeDeclaration]) -> Da
 
 def _pick(declared: AttributeDeclaration, result: Column) -> Column:
     """The attribute's value from its view's row of `_per_view` (null where it has none): for
-    `type: number`, over the values that are numbers."""
-    typed = "number" if declared.value_type == "number" else "text"
+    `type: number` or `decimal`, over the values that are numbers."""
+    typed = "number" if declared.value_type in ("number", "decimal") else "text"
     kind = declared.aggregation
     if kind == "count":
         return result["with_value" if declared.property_path else "rows"]
@@ -223,9 +225,12 @@ def declared_values(states: DataFrame, declared: Sequence[AttributeDeclaration],
 
 
 def result_type(declared: AttributeDeclaration) -> str:
+    value = _VALUE_TYPES[declared.value_type]
     if declared.aggregation == "distinct_list":
-        return f"array<{declared.value_type if declared.value_type == 'string' else 'double'}>"
-    return _RESULT_TYPES.get(declared.aggregation, "double" if declared.value_type == "number" else "string")
+        return f"array<{value}>"
+    if declared.aggregation in ("sum", "mean"):
+        return value
+    return _COUNT_TYPES.get(declared.aggregation, value)
 
 
 def with_declared_attributes(users: DataFrame, values: DataFrame | None,
@@ -237,7 +242,8 @@ def with_declared_attributes(users: DataFrame, values: DataFrame | None,
     for d in declared:
         kind = result_type(d)
         fallback = (F.array().cast(kind) if d.aggregation == "distinct_list" else F.lit(d.default).cast(kind))
-        value = F.col(d.name).cast(kind) if values is not None else F.lit(None).cast(kind)
+        # try_cast: text that is no date is null (then the default), not a failed run under ANSI mode.
+        value = F.col(d.name).try_cast(kind) if values is not None else F.lit(None).cast(kind)
         columns[d.name] = F.coalesce(value, fallback).alias(d.name)
     # One select (a withColumn per attribute analyses the plan again each time: 0.5 s for 50).
     return joined.select(*[columns.pop(c, F.col(f"`{c}`")) for c in joined.columns], *columns.values())

@@ -28,7 +28,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from decimal import Decimal
 
-from incremental_assets.planning.attribute_declarations import recorded_versions
+from incremental_assets.planning.default_attributes import recorded_versions, with_defaults
 from tests.declared_reference import declared_values
 
 DAY = dt.timedelta(days=1)
@@ -97,7 +97,7 @@ def expected_tables(rows: list[dict], settings: Settings, as_of: dt.date,
            for name, table in tables.items()}
     if declared:
         values = declared_values(filtered, [row["domain_userid"] for row in out["attributes"]], declared, as_of)
-        out["attributes"] = [{**row, **values[row["domain_userid"]], "attribute_versions": recorded_versions(declared)}
+        out["attributes"] = [{**row, **values[row["domain_userid"]], "attribute_versions": recorded_versions(with_defaults(declared, True, "test"))}
                              for row in out["attributes"]]
     return out
 

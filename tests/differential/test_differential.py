@@ -171,10 +171,14 @@ def test_hour_by_hour_with_operations_equals_a_rebuild_and_the_documented_rules(
 
     source = Source(str(tmp_path / "events"), [build() for build in hostile.BUILDERS])
     warehouse = tmp_path / "incremental"
-    # The declaration the team starts with: two attributes not yet declared, one at another version.
+    # The declaration the team starts with: two attributes not yet declared, one at another
+    # version, and without the defaults but one of them, over another period (all computed
+    # from daily_aggregates: the final declaration's defaults are new to the table then).
     early = yaml.safe_load(DECLARED_FILE.read_text())["attributes"][:-2]
     early[0] = {**early[0], "period": 5}
-    (tmp_path / "early.yml").write_text(yaml.safe_dump({"attributes": early}))
+    early.append({"name": "sessions_last_7_days", "aggregation": "distinct_count", "property": "domain_sessionid",
+                  "period": 14})
+    (tmp_path / "early.yml").write_text(yaml.safe_dump({"defaults": False, "attributes": early}))
     use(monkeypatch, source.path, warehouse, INCREMENTAL_ATTRIBUTES_FILE=str(tmp_path / "early.yml"))
 
     def run_at(t: dt.datetime, expect_success: bool = True):

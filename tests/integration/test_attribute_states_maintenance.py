@@ -10,14 +10,16 @@ import pytest
 
 from incremental_assets.maintenance import drop_undeclared_states
 from incremental_assets.names import ATTRIBUTE_STATES, ATTRIBUTES
-from incremental_assets.planning.attribute_declarations import VERSIONS_COLUMN, declarations, recorded_versions
+from incremental_assets.planning.attribute_declarations import VERSIONS_COLUMN, declarations
+from incremental_assets.planning.default_attributes import recorded_versions
 from incremental_assets.settings import Settings
 from resources.tables import table_store
 
 pytestmark = [pytest.mark.spark]
 
-VIEWS_7 = {"name": "views_7_days", "aggregation": "count", "events": ["page_view"], "period": 7}
-VIEWS_30 = {**VIEWS_7, "name": "views_30_days", "period": 30}  # the same rows: the same states
+# Clicks, not page views: daily_aggregates holds the page views, which then keep no state.
+VIEWS_7 = {"name": "clicks_7_days", "aggregation": "count", "events": ["link_click"], "period": 7}
+VIEWS_30 = {**VIEWS_7, "name": "clicks_30_days", "period": 30}  # the same rows: the same states
 OSES = {"name": "oses", "aggregation": "distinct_list", "property": "os"}
 
 

@@ -186,8 +186,8 @@ def _declared_attributes_equal_snowplows_output(peer_dir, tmp_path, csv, env: di
 
 
 def _the_declaration_changes(tmp_path, env: dict, before: pd.DataFrame) -> None:
-    """One attribute added, one changed (a new version), one removed: the next run computes the
-    two new ones alone, from every day, and writes no state of the others."""
+    """Two attributes added, one changed (a new version), one removed: the next run computes the
+    three new ones alone, from every day, and writes no state of the others."""
     warehouse = tmp_path / "wh"
     states_log = warehouse / "attribute_states" / "_delta_log"
     commits_before = set(states_log.glob("*.json"))
@@ -196,7 +196,9 @@ def _the_declaration_changes(tmp_path, env: dict, before: pd.DataFrame) -> None:
     for d in declared:
         if d["name"] == "op_systems_2":
             d["period"] = 2
+    # `sessions` is computed from daily_aggregates (it keeps no state), `apps` from new states.
     declared.append({"name": "sessions", "aggregation": "distinct_count", "property": "domain_sessionid"})
+    declared.append({"name": "apps", "aggregation": "distinct_count", "property": "app_id"})
     changed = tmp_path / "changed.yml"
     changed.write_text(yaml.safe_dump({"attributes": declared}))
     (rerun,) = cli(["run", "--until", "2025-01-08T00:00:00Z"], env={**env, "INCREMENTAL_ATTRIBUTES_FILE": str(changed)})
@@ -208,6 +210,7 @@ def _the_declaration_changes(tmp_path, env: dict, before: pd.DataFrame) -> None:
     base = base[(base.derived_tstamp >= pd.Timestamp("2025-01-01", tz="UTC"))  # from start_date to as-of
                 & (base.derived_tstamp < pd.Timestamp("2025-01-06", tz="UTC"))]
     assert after.sessions.to_dict() == base.groupby("domain_userid").domain_sessionid.nunique().to_dict()
+    assert after.apps.to_dict() == base.groupby("domain_userid").app_id.nunique().to_dict()
     recent = base[base.derived_tstamp >= pd.Timestamp("2025-01-04", tz="UTC")]
     oses = {user: sorted({json.loads(c)[0]["operatingSystemName"] for c in rows.contexts_nl_basjes_yauaa_context_1_0_0
                           if isinstance(c, str)}) for user, rows in recent.groupby("domain_userid")}
@@ -222,7 +225,7 @@ def _the_declaration_changes(tmp_path, env: dict, before: pd.DataFrame) -> None:
     now = {d.name: d for d in parse_declarations(changed.read_text(), where="changed")}
     assert now["op_systems_2"].state_key == original["op_systems_2"].state_key
     assert now["op_systems_2"].key != original["op_systems_2"].key
-    new_keys = {now["sessions"].state_key} - {d.state_key for d in original.values()}
+    new_keys = {now["apps"].state_key} - {d.state_key for d in original.values()}
     assert new_keys, "the test needs an attribute that reads rows no other one reads"
     added, removed = [], []
     for commit in sorted(set(states_log.glob("*.json")) - commits_before):

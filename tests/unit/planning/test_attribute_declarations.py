@@ -9,8 +9,8 @@ from incremental_assets.planning.attribute_declarations import (
     declaration,
     declarations,
     parse_declarations,
-    recorded_versions,
 )
+from incremental_assets.planning.default_attributes import DEFAULT_ATTRIBUTES, recorded_versions
 from incremental_assets.settings import Settings, SettingsError
 
 LAST_OS = {"name": "last_os", "aggregation": "last",
@@ -85,7 +85,8 @@ def test_the_version_changes_with_what_is_computed_and_only_with_it():
         assert declaration({**LAST_OS, **changed}).version != version, changed
     assert declaration({**LAST_OS, "period": "lifetime"}).version == version  # the default, written out
     a, b = declarations([LAST_OS, {"name": "views", "aggregation": "count"}])
-    assert recorded_versions([b, a]) == f"{a.key},{b.key}" and recorded_versions([]) is None
+    assert recorded_versions([b, a]) == f"{a.key},{b.key}" and recorded_versions([]) == "(none)"
+    assert recorded_versions(DEFAULT_ATTRIBUTES[::-1]) is None  # the default declaration records nothing
 
 
 def test_a_file_that_is_not_a_declaration_list_is_refused():
@@ -106,9 +107,9 @@ def test_the_setting_refuses_a_missing_or_bad_file_before_anything_runs(tmp_path
         Settings.load({"attributes_file": str(bad)}, environ={})
     good = tmp_path / "good.yml"
     good.write_text("attributes:\n  - {name: views, aggregation: count, events: [page_view]}\n")
-    (views,) = Settings.load({"attributes_file": str(good)}, environ={}).declared_attributes()
-    assert views.name == "views"
-    assert Settings.load(environ={}).declared_attributes() == ()
+    *defaults, views = Settings.load({"attributes_file": str(good)}, environ={}).declared_attributes()
+    assert views.name == "views" and tuple(defaults) == DEFAULT_ATTRIBUTES
+    assert Settings.load(environ={}).declared_attributes() == DEFAULT_ATTRIBUTES
 
 
 def test_a_python_file_declares_the_same_attributes_as_the_yaml_it_generates(tmp_path):
@@ -124,7 +125,7 @@ def test_a_python_file_declares_the_same_attributes_as_the_yaml_it_generates(tmp
     from_python = Settings.load({"attributes_file": str(python_file)}, environ={}).declared_attributes()
     from_yaml = Settings.load({"attributes_file": str(yaml_file)}, environ={}).declared_attributes()
     assert [d.key for d in from_python] == [d.key for d in from_yaml]
-    assert [d.name for d in from_python] == ["page_view_count_7_days", "page_view_count_30_days",
+    assert [d.name for d in from_python[len(DEFAULT_ATTRIBUTES):]] == ["page_view_count_7_days", "page_view_count_30_days",
                                              "transaction_count_7_days", "transaction_count_30_days"]
 
 

@@ -1,6 +1,10 @@
+import random
 from datetime import date, timedelta
 from decimal import Decimal
 
+from incremental_assets.planning.attribute_declarations import declarations
+from incremental_assets.planning.default_attributes import DEFAULT_ATTRIBUTES, daily_measure
+from incremental_assets.transforms.attribute_states import attribute_states, declared_values, with_declared_attributes
 from incremental_assets.transforms.attributes import refresh_window_metrics, user_attributes
 from incremental_assets.transforms.daily_aggregates import daily_aggregates, rows_by_day_and_load_day
 from incremental_assets.transforms.filtered_events import filtered_events
@@ -44,7 +48,7 @@ def test_attributes_lifetime_and_half_open_windows(events_df):
         rows.append(event(f"tr{i}", name="transaction", revenue="1.00", session=f"s{i}", derived=derived))
     rows.append(event("today", session="s9", derived=ts(0) + (as_of - ts(0).date())))  # as_of itself: excluded
     f = filtered(events_df, rows)
-    attrs = user_attributes(daily_aggregates(f), as_of=as_of).collect()[0]
+    attrs = user_attributes(daily_aggregates(f), as_of=as_of, declared=DEFAULT_ATTRIBUTES).collect()[0]
     assert attrs.page_views_last_7_days == 2  # 1 and 7 days back; 8 is outside
     assert attrs.revenue_last_30_days == Decimal("4.00")  # 1, 7, 8, 30 back; 31 is outside
     # Every metric is as of as_of: the event on as_of itself is left out.
@@ -53,8 +57,9 @@ def test_attributes_lifetime_and_half_open_windows(events_df):
     assert attrs.first_event_date == days_back(31) and attrs.last_event_date == days_back(1)
 
     later = as_of + timedelta(days=10)
-    stored = user_attributes(daily_aggregates(f), as_of=as_of)
-    refreshed = refresh_window_metrics(stored, daily_aggregates(f), stored.limit(0), as_of=later).collect()[0]
+    stored = user_attributes(daily_aggregates(f), as_of=as_of, declared=DEFAULT_ATTRIBUTES)
+    refreshed = refresh_window_metrics(stored, daily_aggregates(f), stored.limit(0), as_of=later,
+                                       declared=DEFAULT_ATTRIBUTES).collect()[0]
     assert refreshed.lifetime_events == 10  # untouched
     # [Dec 31, Jan 30) holds the days 1, 7 and 8 back from Jan 20; none is in the last 7 days.
     assert refreshed.page_views_last_7_days == 0 and refreshed.revenue_last_30_days == Decimal("3.00")
@@ -66,5 +71,41 @@ def test_a_session_over_midnight_counts_once_in_every_session_metric(events_df):
             event("next", session="day", derived=ts(20))]  # T0 is 10:00: 23:30, 00:30 and 06:00 next day
     daily = daily_aggregates(filtered(events_df, rows))
     assert sorted(r.sessions for r in daily.collect()) == [1, 2]  # one session on each of two days ...
-    attrs = user_attributes(daily, as_of=as_of).collect()[0]
+    attrs = user_attributes(daily, as_of=as_of, declared=DEFAULT_ATTRIBUTES).collect()[0]
     assert attrs.lifetime_sessions == 2 and attrs.sessions_last_7_days == 2  # ... counted once
+
+
+# Attributes daily_aggregates holds what they read, beside the defaults: other periods of them.
+LIKE_THE_DEFAULTS = declarations([
+    {"name": "pings_3_days", "aggregation": "count", "events": ["page_ping"], "period": 3},
+    {"name": "transactions_2_days", "aggregation": "count", "events": ["transaction"], "period": 2},
+    {"name": "days_active_3_days", "aggregation": "distinct_count", "property": "event_date", "period": 3},
+    {"name": "first_day_3_days", "aggregation": "min", "property": "event_date", "type": "date", "period": 3},
+    {"name": "revenue_1_day", "aggregation": "sum", "property": "tr_total", "events": ["transaction"],
+     "type": "decimal", "default": 0, "period": 1},
+])
+
+
+def test_attributes_computed_from_daily_aggregates_equal_the_same_merged_from_states(events_df):
+    """The defaults (and attributes like them) are computed from daily_aggregates, any other
+    declaration from its states: on a random history both ways give every user the same values."""
+    assert all(daily_measure(d) is not None for d in (*DEFAULT_ATTRIBUTES, *LIKE_THE_DEFAULTS))
+    rng = random.Random(46)
+    rows = []
+    for i in range(160):
+        name = rng.choice(["page_view", "page_view", "page_ping", "transaction", "link_click"])
+        revenue = f"{rng.randint(0, 5000) / 100:.2f}" if name == "transaction" and rng.random() < 0.8 else None
+        rows.append(event(f"e{i}", user=f"u{rng.randint(1, 6)}", session=f"s{rng.randint(1, 12)}", name=name,
+                          revenue=revenue, derived=ts(rng.uniform(0, 24 * 9))))
+    f = filtered(events_df, rows)
+    declared = (*DEFAULT_ATTRIBUTES, *LIKE_THE_DEFAULTS)
+    as_of = ts(0, days=8).date()  # days after it are left out by both ways
+    from_daily = user_attributes(daily_aggregates(f), as_of=as_of, declared=declared)
+    users = from_daily.select("domain_userid")
+    from_states = with_declared_attributes(users, declared_values(attribute_states(f, declared), declared,
+                                                                  as_of=as_of), declared)
+    names = [d.name for d in declared]
+    assert dict(from_daily.select(*names).dtypes) == dict(from_states.select(*names).dtypes)
+    got = {r.domain_userid: r.asDict() for r in from_daily.select("domain_userid", *names).collect()}
+    expected = {r.domain_userid: r.asDict() for r in from_states.select("domain_userid", *names).collect()}
+    assert len(got) == 6 and got == expected
