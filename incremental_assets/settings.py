@@ -75,7 +75,7 @@ class Settings:
     run_type: str = "incremental"
     attributes_as_of: date | None = None  # None: today (UTC) when the run starts
     # The team's declared attributes (a YAML file, or a Python file's ATTRIBUTES; docs/rules.md 8),
-    # beside the built-in ones.
+    # after the default declaration's, or instead of them (`defaults: false`).
     attributes_file: str = ""
     grace_period: str = "PT0S"
     abstinent_period: str = "PT0S"
