@@ -9,6 +9,7 @@ import pytest
 from dagster import AssetKey, DagsterInstance
 
 from incremental_assets.names import BASE_EVENTS, FILTERED_EVENTS, HOURLY_JOB, LIFECYCLE, QUARANTINED
+from incremental_assets.planning.default_attributes import DEFAULT_ATTRIBUTES
 from incremental_assets.runner import execute_job
 from tests.reliability.helpers import use_settings, write_source
 
@@ -80,7 +81,8 @@ def test_attributes_show_each_declared_attribute_its_definition_and_version(spar
     (latest,) = instance.fetch_materializations(AssetKey(ATTRIBUTES), limit=1).records
     metadata = latest.asset_materialization.metadata
     listed = {r.data["attribute"]: r.data for r in metadata["declared_attributes"].value.records}
-    assert set(listed) == {"views", "sessions_seen"}
+    assert list(listed) == [*(d.name for d in DEFAULT_ATTRIBUTES), "views", "sessions_seen"]
+    assert listed["sessions_last_7_days"]["definition"] == "distinct_count of domain_sessionid, last 7 days, default 0"
     assert listed["views"]["definition"] == "count of events in page_view, last 7 days, default 0"
     assert listed["views"]["description"] == "page views of the last week" and len(listed["views"]["version"]) == 10
     described = {c.name: c.description for c in metadata["dagster/column_schema"].value.columns}

@@ -12,6 +12,7 @@ from dagster import DagsterInstance
 
 from incremental_assets import cli, plans, runner
 from incremental_assets.names import APPLIED_PLAN_TAG, ATTRIBUTES, BASE_EVENTS, HOUR_LEDGER
+from incremental_assets.planning.default_attributes import DEFAULT_ATTRIBUTES
 from incremental_assets.planning.processing_manifest import State
 from incremental_assets.progress import current_snapshot
 from incremental_assets.settings import Settings
@@ -94,7 +95,7 @@ def test_a_plan_lists_what_its_apply_runs_and_is_refused_once_the_source_moves(s
                            "  - {name: last_event, aggregation: last, property: event_name}\n")
     monkeypatch.setenv("INCREMENTAL_ATTRIBUTES_FILE", str(declaration))
     declared = Settings.load()
-    keys = sorted(d.key for d in declared.declared_attributes())
+    keys = sorted(d.key for d in declared.declared_attributes() if d not in DEFAULT_ATTRIBUTES)  # the defaults are held
     added = plans.make_plan(declared, at(3, 11))
     assert (added.hours, added.days) == ((), ()) and added.attributes == tuple(
         f"{key} added: computed for every user" for key in sorted(keys, key=lambda k: k.rpartition("@")[0]))
