@@ -285,8 +285,8 @@ def create_attributes(con, as_of: datetime.date) -> None:
         # From the days' session lists: a session over midnight counts once.
         return f"COALESCE(len(list_distinct(flatten(list(session_ids) FILTER (WHERE {where})))), 0)::BIGINT"
 
-    # DuckDB sums BIGINT into HUGEINT: cast back to Spark's long. Spark's sum of decimal(28,2)
-    # is decimal(38,2); lifetime_revenue is cast to decimal(28,2), the window revenue is not.
+    # DuckDB sums BIGINT into HUGEINT: cast back to Spark's long. Both revenue columns are
+    # decimal(28,2) (`type: decimal` in the default declaration).
     con.execute(f"""
         CREATE TEMP VIEW {ATTRIBUTES} AS
         SELECT domain_userid,
@@ -300,7 +300,7 @@ def create_attributes(con, as_of: datetime.date) -> None:
                {distinct_sessions()} AS lifetime_sessions,
                COALESCE(sum(page_views) FILTER (WHERE {last_7}), 0)::BIGINT AS page_views_last_7_days,
                {distinct_sessions(last_7)} AS sessions_last_7_days,
-               COALESCE(sum(revenue) FILTER (WHERE {last_30}), 0)::DECIMAL(38,2) AS revenue_last_30_days,
+               COALESCE(sum(revenue) FILTER (WHERE {last_30}), 0)::DECIMAL(28,2) AS revenue_last_30_days,
                COALESCE(sum(events) FILTER (WHERE {last_30}), 0)::BIGINT AS events_last_30_days,
                {day(as_of)} AS attributes_as_of
         FROM {DAILY_AGGREGATES}
