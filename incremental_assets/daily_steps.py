@@ -201,13 +201,13 @@ def _declared_states(warehouse: WarehouseResource, declared: tuple[AttributeDecl
     tables = warehouse.tables
     held = held_attribute_keys(stored.versions) if stored.as_of is not None else set()
     new_from_daily = tuple(d for d in from_daily(declared) if d.key not in held)
-    declared = from_states(declared)
-    if not declared:
+    merged = from_states(declared)
+    if not merged:
         return _DeclaredStates(None, None, (), new_from_daily)
     have_states = tables.exists(ATTRIBUTE_STATES)
-    held = held if have_states else set()
-    new = tuple(d for d in declared if d.key not in held)
-    kept = {d.state_key for d in declared if d.key in held}
+    held_with_states = held if have_states else set()
+    new = tuple(d for d in merged if d.key not in held_with_states)
+    kept = {d.state_key for d in merged if d.key in held_with_states}
     missing = tuple({d.state_key: d for d in new if d.state_key not in kept}.values())
     backfilled = tuple(d.state_key for d in missing)
     backfill = None
@@ -253,12 +253,12 @@ def _with_changed_declarations(stored_rows: DataFrame, daily: DataFrame, found: 
     new_keys = {d.key for d in found.new}
     unchanged = {d.name for d in declared if d.key not in new_keys}
     rows = stored_rows.select(KEY_COLUMN, AS_OF_COLUMN, *[c for c in stored_rows.columns if c in unchanged])
-    if from_daily(found.new):
-        values = user_attributes(daily, as_of=as_of, declared=found.new).drop(AS_OF_COLUMN)
-        rows = with_declared_attributes(rows, values, from_daily(found.new))
-    if from_states(found.new):
-        values = declared_values(found.states, from_states(found.new), as_of=as_of)
-        rows = with_declared_attributes(rows, values, from_states(found.new))
+    new_from_daily, new_merged = from_daily(found.new), from_states(found.new)
+    if new_from_daily:
+        values = user_attributes(daily, as_of=as_of, declared=new_from_daily).drop(AS_OF_COLUMN)
+        rows = with_declared_attributes(rows, values, new_from_daily)
+    if new_merged:
+        rows = with_declared_attributes(rows, declared_values(found.states, new_merged, as_of=as_of), new_merged)
     return _ordered(rows, declared)
 
 

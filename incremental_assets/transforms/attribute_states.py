@@ -228,8 +228,6 @@ def result_type(declared: AttributeDeclaration) -> str:
     value = _VALUE_TYPES[declared.value_type]
     if declared.aggregation == "distinct_list":
         return f"array<{value}>"
-    if declared.aggregation in ("sum", "mean"):
-        return value
     return _COUNT_TYPES.get(declared.aggregation, value)
 
 

@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from incremental_assets.planning.attribute_declarations import AttributeDeclaration
 from incremental_assets.planning.default_attributes import AS_OF_COLUMN, KEY_COLUMN, daily_measure
-from incremental_assets.transforms.attribute_states import result_type
+from incremental_assets.transforms.attribute_states import result_type, with_declared_attributes
 
 
 def _in_last_days(as_of: date, days: int) -> Column:
@@ -69,12 +69,10 @@ def refresh_window_metrics(stored: DataFrame, daily_window: DataFrame, new_users
     windows = periodic(declared)
     kept = stored.drop(*[d.name for d in windows], AS_OF_COLUMN)
     if windows:
+        # A user with no day in any window gets each one's default.
         fresh = daily_window.where(F.col("event_date") < F.lit(as_of)).groupBy(KEY_COLUMN).agg(
             *[_daily_value(d, as_of) for d in windows])
-        kept = kept.join(fresh, KEY_COLUMN, "left")
-        # A user with no day in any window: each its default.
-        kept = kept.select(*[c for c in kept.columns if c not in {d.name for d in windows}], *[
-            F.coalesce(F.col(d.name), F.lit(d.default).cast(result_type(d))).alias(d.name) for d in windows])
+        kept = with_declared_attributes(kept, fresh, windows)
     kept = kept.withColumn(AS_OF_COLUMN, F.lit(as_of))
     return kept.select(*new_users.columns).unionByName(new_users)
 
