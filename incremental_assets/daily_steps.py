@@ -2,8 +2,9 @@
 
 - `aggregate_days`: daily_aggregates of a range of event days, each from all its filtered
   rows; the ledger rows that say so (written after the table: the completion marker); and the
-  users whose rows these days held before or hold now, queued for attributes (written before
-  the table: a crash in between only queues a user twice).
+  users whose rows of these days the rebuild changes (a daily row or a state added, removed or
+  different), queued for attributes (written before the table and the states: a crash in
+  between only queues a user twice).
   With declared attributes, also their states for these days (written before the table).
 - `attributes_update`: attributes as of a day. Recomputed in full when there is no table yet,
   the day moved, the declared attributes changed, or `run_type=full`; otherwise only the
@@ -48,6 +49,7 @@ from incremental_assets.transforms.attributes import (
     refresh_window_metrics,
     user_attributes,
     users_an_as_of_move_changes,
+    users_with_changed_rows,
 )
 from incremental_assets.transforms.daily_aggregates import daily_aggregates, rows_by_day_and_load_day
 from resources.materialized import materialized
@@ -74,15 +76,29 @@ def aggregate_days(warehouse: WarehouseResource, first_day: date, end_day: date,
         F.lit(datetime.now(timezone.utc)).alias("last_rebuilt_at"),
         F.lit(run_id).alias("last_rebuilt_run_id"), "digest_aggregated")
 
-    def users_to_refresh() -> DataFrame:
-        users = daily.select("domain_userid")
-        if tables.exists(DAILY_AGGREGATES):
-            users = users.unionByName(tables.read_range(DAILY_AGGREGATES, "event_date", first_day, end_day,
-                                                        columns=["domain_userid"]))
-        return queued(users.distinct(), run_id)
+    # Read twice: by the comparison below, then by the write.
+    states = materialized(attribute_states(filtered, declared)) if declared else None
 
-    return DailyResults(daily=daily, ledger=ledger, users_to_refresh=users_to_refresh,
-                        states=attribute_states(filtered, declared) if declared else None)
+    def users_to_refresh() -> DataFrame:
+        changed = _changed(tables, DAILY_AGGREGATES, daily, first_day, end_day)
+        if states is not None:
+            keys = sorted({d.state_key for d in declared})  # states no declared attribute reads are left out
+            changed = changed.unionByName(_changed(tables, ATTRIBUTE_STATES, states, first_day, end_day,
+                                                   F.col("attribute").isin(keys)))
+        return queued(changed.distinct(), run_id)
+
+    return DailyResults(daily=daily, ledger=ledger, users_to_refresh=users_to_refresh, states=states)
+
+
+def _changed(tables, table: str, rows: DataFrame, first_day: date, end_day: date, where=None) -> DataFrame:
+    """The users whose rows of `table` on days [first_day, end_day) differ from `rows`, their
+    rebuild (every user of `rows` when the table does not hold the same columns yet)."""
+    if not tables.exists(table):
+        return rows.select(KEY_COLUMN)
+    stored = tables.read_range(table, "event_date", first_day, end_day)
+    if set(rows.columns) - set(stored.columns):
+        return rows.select(KEY_COLUMN).unionByName(stored.select(KEY_COLUMN))
+    return users_with_changed_rows(stored if where is None else stored.where(where), rows)
 
 
 @dataclass

@@ -85,7 +85,9 @@ def daily_aggregates(context: AssetExecutionContext, warehouse: WarehouseResourc
         _add_day_metadata(context, figures_by_day(warehouse, results, first_day, end_day))
         on_last_partition(context, {**settings_metadata(warehouse.settings), **schema_metadata(results.daily)})
         return TableOutput(
-            df=results.daily, claim=claim, materialized=[results.daily],
+            df=results.daily, claim=claim,
+            materialized=[results.daily, *([results.states] if results.states is not None else [])],
+            # The queue first: it compares the days' rows as stored with their rebuild.
             before=[TableWrite(USERS_TO_REFRESH, results.users_to_refresh, "append"),
                     *([TableWrite(ATTRIBUTE_STATES, results.states, "replace_range", range_column="event_date",
                                   partition_by=["event_date"])] if results.states is not None else [])],

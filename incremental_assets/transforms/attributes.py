@@ -87,3 +87,15 @@ def users_an_as_of_move_changes(daily: DataFrame, before: date, as_of: date, win
     for first, end in ranges:
         moved = moved | ((F.col("event_date") >= F.lit(first)) & (F.col("event_date") < F.lit(end)))
     return daily.where(moved).select(KEY_COLUMN).distinct()
+
+
+def users_with_changed_rows(before: DataFrame, after: DataFrame) -> DataFrame:
+    """The users (KEY_COLUMN) with a row in one of `before` and `after` that the other does not
+    hold, column for column (`after`'s columns): a rebuilt day whose rows of a user came out the
+    same leaves that user's attributes as they are. One aggregation: each row counted +1 after,
+    -1 before; a row whose count is not 0 changed."""
+    columns = [F.col(f"`{c}`") for c in after.columns]
+    signed = (after.select(*columns, F.lit(1).alias("side"))
+              .unionByName(before.select(*columns, F.lit(-1).alias("side"))))
+    return (signed.groupBy(*columns).agg(F.sum("side").alias("net")).where(F.col("net") != 0)
+            .select(KEY_COLUMN).distinct())

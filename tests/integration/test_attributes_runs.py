@@ -17,17 +17,20 @@ from datetime import date, datetime, timezone
 import pyarrow as pa
 import pytest
 from dagster import DagsterEventType, DagsterRun, DagsterRunStatus, build_schedule_context, instance_for_test
-from deltalake import write_deltalake
+from deltalake import DeltaTable, write_deltalake
 
 from incremental_assets.assets import daily as daily_assets
 from incremental_assets.automation.late_days_sensors import attributes_schedule
 from incremental_assets.definitions import defs, warehouse
-from incremental_assets.names import ATTRIBUTES, DAILY_AGGREGATES
+from incremental_assets.names import ATTRIBUTE_STATES, ATTRIBUTES, DAILY_AGGREGATES, USERS_TO_REFRESH
 from incremental_assets.planning.processing_manifest import ItemStatus, State
 from incremental_assets.runner import run_until, step_failure_lines
 from incremental_assets.settings import Settings
+from incremental_assets.sources.generator import generate_events_df
+from incremental_assets.sources.writer import write_source_table
 from resources.manifest import ManifestStore
 from resources.manifest_items import item_id
+from tests.delta_reads import read_pandas, read_table
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -86,9 +89,6 @@ def test_the_schedule_requests_one_run_per_day_once_a_day_is_aggregated(instance
 
 
 def test_a_second_attributes_run_waits_for_the_run_that_holds_the_item(instance, monkeypatch, spark):
-    from incremental_assets.sources.generator import generate_events_df
-    from incremental_assets.sources.writer import write_source_table
-
     events = generate_events_df(spark, events=300, days=1, start=DAY, seed=11)
     write_source_table(events, os.environ["INCREMENTAL_SOURCE_PATH"], mode="overwrite")
     assert run_until(datetime(2026, 1, 6, 6, tzinfo=timezone.utc), instance=instance, echo=print).success
@@ -129,10 +129,6 @@ def test_attributes_leave_the_users_queued_by_a_daily_run_still_in_progress(inst
     # Issue 41, item 11: a daily run queues its users before it commits daily_aggregates; an
     # attributes run meanwhile would compute them from the old daily rows and consume the queue
     # rows, and the users would keep stale attributes. Rows of a finished run are consumed.
-    from incremental_assets.names import USERS_TO_REFRESH
-    from incremental_assets.sources.generator import generate_events_df
-    from incremental_assets.sources.writer import write_source_table
-    from tests.delta_reads import read_pandas
 
     events = generate_events_df(spark, events=200, days=1, start=DAY, seed=12)
     write_source_table(events, os.environ["INCREMENTAL_SOURCE_PATH"], mode="overwrite")
@@ -152,3 +148,55 @@ def test_attributes_leave_the_users_queued_by_a_daily_run_still_in_progress(inst
     result = execute("attributes_job", instance)
     assert result.success, step_failure_lines(result.all_events)
     assert read_pandas(queue_path, ["append_id"]).append_id.tolist() == ["daily-in-progress"]
+
+
+def _rows_by_user(path) -> dict[str, list[str]]:
+    """Each user's rows of a table, as comparable text."""
+    rows: dict[str, list[str]] = {}
+    for record in read_pandas(path).to_dict("records"):
+        rows.setdefault(record["domain_userid"], []).append(repr(sorted(record.items())))
+    return {user: sorted(texts) for user, texts in rows.items()}
+
+
+def _changed_users(before: dict, after: dict) -> set[str]:
+    return {user for user in before.keys() | after.keys() if before.get(user) != after.get(user)}
+
+
+def _queued_after(path, version: int) -> set[str]:
+    """The users daily runs appended to the queue after `version` (attributes delete them again)."""
+    users = set()
+    for commit in DeltaTable(str(path)).history():
+        if commit["version"] > version and commit["operation"] == "WRITE":
+            now = read_table(path, version=commit["version"]).to_pandas()
+            earlier = set(read_table(path, version=commit["version"] - 1, columns=["append_id"]).column(0).to_pylist())
+            users |= set(now[~now.append_id.isin(earlier)].domain_userid)
+    return users
+
+
+def test_a_daily_rebuild_queues_only_the_users_whose_rows_it_changes(instance, spark, tmp_path, monkeypatch):
+    # A new load hour rebuilds its whole event day; the users queued for attributes are those
+    # whose daily row or declared attribute states came out different (not every user of the
+    # day), and a rebuild that changes nothing queues nobody.
+    declaration = tmp_path / "attributes.yml"
+    declaration.write_text("attributes:\n- name: pages\n  aggregation: distinct_count\n  property: page_url\n"
+                           "  events: [page_view]\n")
+    monkeypatch.setenv("INCREMENTAL_ATTRIBUTES_FILE", str(declaration))
+    write_source_table(generate_events_df(spark, events=400, days=1, start=DAY, seed=5),
+                       os.environ["INCREMENTAL_SOURCE_PATH"], mode="overwrite")
+    settings = Settings.load()
+    daily_path, states_path, queue_path = (settings.table_path(t) for t in (DAILY_AGGREGATES, ATTRIBUTE_STATES,
+                                                                             USERS_TO_REFRESH))
+    assert run_until(datetime(2026, 1, 5, 12, tzinfo=timezone.utc), instance=instance, echo=print).success
+    daily_before, states_before = _rows_by_user(daily_path), _rows_by_user(states_path)
+    version = DeltaTable(str(queue_path)).version()
+
+    assert run_until(datetime(2026, 1, 5, 13, tzinfo=timezone.utc), instance=instance, echo=print).success
+    daily_after, states_after = _rows_by_user(daily_path), _rows_by_user(states_path)
+    changed = _changed_users(daily_before, daily_after) | _changed_users(states_before, states_after)
+    assert 0 < len(changed) < len(daily_after), (len(changed), len(daily_after))
+    assert _queued_after(queue_path, version) == changed
+
+    version = DeltaTable(str(queue_path)).version()
+    result = execute("daily_job", instance, {"dagster/partition": DAY.isoformat()})
+    assert result.success, step_failure_lines(result.all_events)
+    assert _queued_after(queue_path, version) == set()

@@ -5,7 +5,7 @@ from decimal import Decimal
 from incremental_assets.planning.attribute_declarations import declarations
 from incremental_assets.planning.default_attributes import DEFAULT_ATTRIBUTES, daily_measure
 from incremental_assets.transforms.attribute_states import attribute_states, declared_values, with_declared_attributes
-from incremental_assets.transforms.attributes import refresh_window_metrics, user_attributes
+from incremental_assets.transforms.attributes import refresh_window_metrics, user_attributes, users_with_changed_rows
 from incremental_assets.transforms.daily_aggregates import daily_aggregates, rows_by_day_and_load_day
 from incremental_assets.transforms.filtered_events import filtered_events
 from incremental_assets.transforms.sessions import session_lifecycle
@@ -109,3 +109,28 @@ def test_attributes_computed_from_daily_aggregates_equal_the_same_merged_from_st
     got = {r.domain_userid: r.asDict() for r in from_daily.select("domain_userid", *names).collect()}
     expected = {r.domain_userid: r.asDict() for r in from_states.select("domain_userid", *names).collect()}
     assert len(got) == 6 and got == expected
+
+
+def test_a_rebuilt_day_queues_only_the_users_whose_rows_changed(events_df):
+    # u1 gains a late event, u2's page_url is corrected in place (same events, same times), u3
+    # loses their only event, u4 is new, u5 comes out the same: the daily rows of u1, u3 and u4
+    # change, the states of every user but u5 (u2's: only its states).
+    declared = declarations([{"name": "pages", "aggregation": "distinct_list", "property": "page_url",
+                              "events": ["page_view"]}])
+    before = [event("1", derived=ts(0), page_url="/a"), event("2", user="u2", session="s2", derived=ts(1), page_url="/a"),
+              event("3", user="u3", session="s3", derived=ts(2), page_url="/a"),
+              event("5", user="u5", session="s5", derived=ts(3), page_url="/a")]
+    after = [before[0], event("1b", derived=ts(0.5), page_url="/a"),
+             event("2", user="u2", session="s2", derived=ts(1), page_url="/b"),
+             event("4", user="u4", session="s4", derived=ts(2.5), page_url="/a"), before[3]]
+    rows_before, rows_after = filtered(events_df, before), filtered(events_df, after)
+
+    def changed(old, new):
+        return sorted(r.domain_userid for r in users_with_changed_rows(old, new).collect())
+
+    assert changed(daily_aggregates(rows_before), daily_aggregates(rows_after)) == ["u1", "u3", "u4"]
+    assert changed(attribute_states(rows_before, declared), attribute_states(rows_after, declared)) \
+        == ["u1", "u2", "u3", "u4"]
+    # The same rows, their columns in another order: nobody.
+    daily = daily_aggregates(rows_after)
+    assert changed(daily.select(*reversed(daily.columns)), daily) == []
