@@ -229,7 +229,7 @@ def _erasure(erasure: PlannedErasure) -> list[str]:
             f"    {rows.get(SOURCE, 0)} row(s) in the source, left there (its loader's to erase); every run "
             "reads it without them",
             f"    {erasure.sessions} session(s) derived again without their rows; attributes recomputed for "
-            "the users of the days rebuilt, the erased users' rows removed"]
+            "the users whose rows of the days rebuilt changed, the erased users' rows removed"]
 
 
 def _hours_and_days(plan: Plan, full: bool) -> list[str]:
