@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from typing import Callable
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from incremental_assets.ledger import ledger_state
@@ -53,6 +53,7 @@ from incremental_assets.transforms.attributes import (
 )
 from incremental_assets.transforms.daily_aggregates import daily_aggregates, rows_by_day_and_load_day
 from resources.materialized import materialized
+from resources.tables import TableStore
 from resources.warehouse import WarehouseResource
 
 
@@ -90,9 +91,11 @@ def aggregate_days(warehouse: WarehouseResource, first_day: date, end_day: date,
     return DailyResults(daily=daily, ledger=ledger, users_to_refresh=users_to_refresh, states=states)
 
 
-def _changed(tables, table: str, rows: DataFrame, first_day: date, end_day: date, where=None) -> DataFrame:
-    """The users whose rows of `table` on days [first_day, end_day) differ from `rows`, their
-    rebuild (every user of `rows` when the table does not hold the same columns yet)."""
+def _changed(tables: TableStore, table: str, rows: DataFrame, first_day: date, end_day: date,
+             where: Column | None = None) -> DataFrame:
+    """The users whose stored rows of `table` on days [first_day, end_day) (those `where` keeps)
+    differ from `rows`, their rebuild; every user of both when the table does not hold the
+    rebuild's columns yet."""
     if not tables.exists(table):
         return rows.select(KEY_COLUMN)
     stored = tables.read_range(table, "event_date", first_day, end_day)
