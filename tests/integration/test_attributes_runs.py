@@ -173,6 +173,10 @@ def _queued_after(path, version: int) -> set[str]:
     return users
 
 
+# Seven runs (80 s): in `make test-long`; `make test` checks the rule itself
+# (tests/unit/transforms/test_daily_and_attributes.py) and, through the differential suite, that the
+# attributes it leaves alone equal the recompute.
+@pytest.mark.long
 def test_a_daily_rebuild_queues_only_the_users_whose_rows_it_changes(instance, spark, tmp_path, monkeypatch):
     # A new load hour rebuilds its whole event day; the users queued for attributes are those
     # whose daily row or declared attribute states came out different (not every user of the
