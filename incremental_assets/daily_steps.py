@@ -327,7 +327,7 @@ def attributes_update(warehouse: WarehouseResource, as_of: date, run_type: str,
             fresh = _with_declared(user_attributes(daily.join(users, KEY_COLUMN, "left_semi"), as_of=as_of, declared=declared),
                                    found.states, declared, as_of, users)
             rows = rows.join(users, "domain_userid", "left_anti").unionByName(fresh)
-            how += ", the users whose daily rows changed recomputed"
+            how += ", the users whose daily rows or states changed recomputed"
         return AttributesUpdate(rows, True, None, consumed, how, **extra)
     if run_type == "last_n_days":
         stored_rows = tables.read(ATTRIBUTES)
@@ -345,7 +345,7 @@ def attributes_update(warehouse: WarehouseResource, as_of: date, run_type: str,
         how = "no user changed"
     else:
         users = queue.select("domain_userid").distinct()
-        how = "the users whose daily rows changed recomputed"
+        how = "the users whose daily rows or states changed recomputed"
     rows = _with_declared(user_attributes(daily.join(users, KEY_COLUMN, "left_semi"), as_of=as_of, declared=declared),
                           found.states, declared, as_of, users)
     return AttributesUpdate(rows, False, users, consumed, how, **extra)

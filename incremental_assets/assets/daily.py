@@ -129,7 +129,7 @@ def attributes_as_of(context: AssetExecutionContext, warehouse: WarehouseResourc
     deps=[daily_aggregates],
     description="One row per user: the declared attributes (by default twelve lifetime and last-N-days metrics) "
                 "as of attributes_as_of, from daily_aggregates and the attributes' states (only users whose "
-                "daily rows changed are recomputed, and those a move of the day changes).",
+                "daily rows or states changed are recomputed, and those a move of the day changes).",
     metadata={"table": ATTRIBUTES, "write": "replace_keys", "key": "domain_userid", **table_metadata(ATTRIBUTES)},
     owners=OWNERS,
     code_version=CODE_VERSION,

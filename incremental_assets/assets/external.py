@@ -55,7 +55,7 @@ STATE_TABLE_LINEAGE = {
                            "derived again.", [LIFECYCLE]),
     DAY_LEDGER: ("The day ledger: per (event day, load day), filtered rows aggregated into daily_aggregates "
                      "and rows pending (late rows held back below min_rows_to_process).", [DAILY_AGGREGATES]),
-    USERS_TO_REFRESH: ("Users whose daily rows changed since attributes last ran: what the next attributes run "
+    USERS_TO_REFRESH: ("Users whose daily rows or states changed since attributes last ran: what the next attributes run "
                        "recomputes.", [DAILY_AGGREGATES]),
     ATTRIBUTE_STATES: ("Per (event day, user, declared attribute and version): the distinct values the "
                        "attribute's property took, each with its events and first and last event time; the "

@@ -18,7 +18,7 @@ daily_job = define_asset_job(
     description="daily_aggregates for a range of event days, each rebuilt whole.")
 attributes_job = define_asset_job(
     ATTRIBUTES_JOB, selection=AssetSelection.assets(attributes) | AssetSelection.checks(DAILY_INVARIANT),
-    description="attributes of the users whose daily rows changed (every user when attributes_as_of "
+    description="attributes of the users whose daily rows or states changed (every user when attributes_as_of "
                 "moved, or with run_type full), from daily_aggregates; then the daily invariant check.")
 
 ASSET_JOBS = [hourly_job, daily_job, attributes_job]
