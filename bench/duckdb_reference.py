@@ -21,7 +21,8 @@ processing_manifest (claims and results); and two queues a rebuild leaves empty
 Where DuckDB cannot give the same values: Spark breaks ties between copies of an event loaded
 at the same instant with the same collector_tstamp (but different contents) by xxhash64 of the
 row, which DuckDB does not have; it uses its own row hash, so such a tie may keep another copy,
-and event_copies.copy_hash holds other numbers (bench/table_diff.py leaves it out).
+and event_copies.copy_hash and filtered_events.row_digest hold other numbers (bench/table_diff.py
+leaves them out).
 """
 
 from __future__ import annotations

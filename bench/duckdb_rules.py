@@ -39,7 +39,7 @@ from incremental_assets.names import (
 from incremental_assets.progress import first_load_hour
 from incremental_assets.sources.schema import ATOMIC_EVENTS_SCHEMA, LOAD_TIME_SQL, PARTITION_COLUMN, REQUIRED_COLUMNS
 from incremental_assets.transforms.base_events import COPY_COLUMNS, MAX_FUTURE_SKEW_HOURS
-from incremental_assets.transforms.filtered_events import SESSION_FIELDS
+from incremental_assets.transforms.filtered_events import ROW_DIGEST, SESSION_FIELDS
 
 # Spark's type names (DataType.simpleString) in DuckDB; decimals keep their precision.
 _DUCKDB_TYPES = {"string": "VARCHAR", "timestamp": "TIMESTAMP WITH TIME ZONE", "date": "DATE", "int": "INTEGER",
@@ -237,6 +237,8 @@ def create_filtered_events(con, settings) -> None:
     session_fields = ", ".join(f"s.{src} AS {dst}" for src, dst in SESSION_FIELDS.items())
     con.execute(f"""
         CREATE TEMP VIEW {FILTERED_EVENTS} AS
+        -- row_digest: DuckDB's own hash of the row (Spark's is xxhash64), 31 bits as ours
+        SELECT f.*, (hash(f) % 2147483648)::BIGINT AS {ROW_DIGEST} FROM (
         SELECT b.*, {session_fields},
                -- event_date: the UTC day of derived_tstamp (the session time zone is UTC)
                CAST(b.derived_tstamp AS DATE) AS event_date
@@ -245,7 +247,7 @@ def create_filtered_events(con, settings) -> None:
           AND {_in('b.event_name', settings.event_names)}
           -- The quarantine cut: events after session start + max_session_days are dropped.
           AND (s.start_tstamp IS NULL
-               OR b.derived_tstamp <= s.start_tstamp + to_days({int(settings.max_session_days)}))
+               OR b.derived_tstamp <= s.start_tstamp + to_days({int(settings.max_session_days)}))) f
     """)
 
 

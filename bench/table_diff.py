@@ -28,6 +28,7 @@ from incremental_assets.names import (
     QUARANTINED,
     REJECTED_EVENTS,
 )
+from incremental_assets.transforms.filtered_events import ROW_DIGEST
 from resources.tables import read_delta_arrow
 
 EXAMPLES = 3
@@ -123,7 +124,8 @@ KEYS = {
 # null): its rows are compared as counts per key.
 COUNTED = (REJECTED_EVENTS,)
 # Columns whose values DuckDB cannot reproduce: compared by name and type only.
-UNMATCHABLE = {EVENT_COPIES: ("copy_hash",)}  # Spark's xxhash64 of the row; DuckDB hashes with its own
+# Spark's xxhash64 of the row; DuckDB hashes with its own.
+UNMATCHABLE = {EVENT_COPIES: ("copy_hash",), FILTERED_EVENTS: (ROW_DIGEST,)}
 # Every value is compared up to this many cells (rows x columns) per side, read into memory
 # at once (about 0.6 GB of Arrow per side for base_events' wide rows); larger tables by key only.
 FULL_COMPARE_CELLS = 50_000_000

@@ -48,9 +48,8 @@ from incremental_assets.transforms.base_events import (
     kept_copies,
     validate,
 )
-from incremental_assets.transforms.daily_aggregates import DAILY_INPUT_COLUMNS
 from incremental_assets.transforms.erasure import without_erased
-from incremental_assets.transforms.filtered_events import filtered_events, rows_by_load_hour_and_day
+from incremental_assets.transforms.filtered_events import ROW_DIGEST, filtered_events, rows_by_load_hour_and_day
 from incremental_assets.transforms.sessions import (
     LIFECYCLE_COLUMNS,
     SESSION_EVENT_COLUMNS,
@@ -303,9 +302,9 @@ def filtered_counts(warehouse: WarehouseResource, results: HourlyResults) -> Dat
     if results.counts_from_window_rows:
         return rows_by_load_hour_and_day(results.filtered, digest=True)
     start, end = results.counts_range
-    return rows_by_load_hour_and_day(warehouse.tables.read_range(FILTERED_EVENTS, "load_tstamp", start, end,
-                                                                 columns=["load_tstamp", *DAILY_INPUT_COLUMNS]),
-                                     digest=True)
+    rows = warehouse.tables.read_range(FILTERED_EVENTS, "load_tstamp", start, end)
+    return rows_by_load_hour_and_day(rows.select("load_tstamp", "event_date",
+                                                 *[c for c in (ROW_DIGEST,) if c in rows.columns]), digest=True)
 
 
 def hours_to_run_again(warehouse: WarehouseResource, results: HourlyResults, run_id: str) -> DataFrame:

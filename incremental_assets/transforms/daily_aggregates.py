@@ -5,19 +5,9 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from incremental_assets.transforms.filtered_events import content_digest
+
 REVENUE_TYPE = "decimal(28,2)"
-# The filtered columns daily_aggregates (and so attributes) read, and the row's id: a change in
-# any of them changes an event day's content digest, so the day is rebuilt even when its row
-# counts stay the same (an in-place correction of tr_total, a pseudonymised domain_userid).
-DAILY_INPUT_COLUMNS = ("event_id", "event_date", "domain_userid", "domain_sessionid", "event_name",
-                       "tr_total", "derived_tstamp")
-
-
-def content_digest() -> F.Column:
-    """A sum of per-row hashes over DAILY_INPUT_COLUMNS: additive, so the digests of the load
-    hours of a (event day, load day) pair add up to the pair's, as its row counts do. 31 bits a
-    row keep the sum a long for up to 4 billion rows."""
-    return F.sum(F.pmod(F.xxhash64(*DAILY_INPUT_COLUMNS), F.lit(2 ** 31))).alias("rows_digest")
 
 
 def daily_aggregates(filtered_days: DataFrame) -> DataFrame:
@@ -49,4 +39,4 @@ def daily_aggregates(filtered_days: DataFrame) -> DataFrame:
 def rows_by_day_and_load_day(filtered_days: DataFrame) -> DataFrame:
     """Filtered rows per (event_date, load_date): what a rebuild of those days aggregates."""
     return filtered_days.groupBy("event_date", F.to_date("load_tstamp").alias("load_date")).agg(
-        F.count(F.lit(1)).alias("rows_aggregated"), content_digest().alias("digest_aggregated"))
+        F.count(F.lit(1)).alias("rows_aggregated"), content_digest(filtered_days).alias("digest_aggregated"))

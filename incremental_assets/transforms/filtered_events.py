@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from incremental_assets.transforms.daily_aggregates import content_digest
 from incremental_assets.transforms.sessions import session_limit
+
+# Each filtered row's digest of every column it holds: an event day's content digest is their
+# sum, so a row corrected in place in any column, one only a declared attribute reads included,
+# gets its day rebuilt though its counts stay the same (rules 6).
+ROW_DIGEST = "row_digest"
 
 SESSION_FIELDS = {
     "start_tstamp": "session_start_tstamp",
@@ -33,14 +37,32 @@ def filtered_events(base: DataFrame, lifecycle: DataFrame, *, event_names: tuple
     rows = rows.join(sessions, "domain_sessionid", "left")
     within_limit = F.col("session_start_tstamp").isNull() | (
         F.col("derived_tstamp") <= session_limit(F.col("session_start_tstamp"), max_session_days))
-    return rows.where(within_limit).withColumn("event_date", F.to_date("derived_tstamp"))
+    return with_row_digest(rows.where(within_limit).withColumn("event_date", F.to_date("derived_tstamp")))
+
+
+def with_row_digest(rows: DataFrame) -> DataFrame:
+    """`rows` with ROW_DIGEST: 31 bits of a hash of every other column, so that the digests of
+    a day's rows add up to a long for up to 4 billion rows. Maps and variants, which Spark does
+    not hash, are hashed as their text."""
+    def hashable(field) -> Column:
+        text = field.dataType.simpleString()
+        return F.col(field.name).cast("string") if "map<" in text or "variant" in text else F.col(field.name)
+    hashed = [hashable(f) for f in rows.schema.fields if f.name != ROW_DIGEST]
+    return rows.withColumn(ROW_DIGEST, F.pmod(F.xxhash64(*hashed), F.lit(2 ** 31)))
+
+
+def content_digest(rows: DataFrame) -> Column:
+    """The sum of the rows' ROW_DIGEST, additive as their counts are; null when a row has none
+    (written before digests were kept: such pairs are compared by count only)."""
+    if ROW_DIGEST not in rows.columns:
+        return F.lit(None).cast("long")
+    return F.when(F.count(F.lit(1)) == F.count(ROW_DIGEST), F.sum(ROW_DIGEST))
 
 
 def rows_by_load_hour_and_day(filtered: DataFrame, *, digest: bool = False) -> DataFrame:
     """Filtered row counts by (load hour, event_date), with their content digest when asked
-    (filtered_events_counts, the input of planning.late_days: `filtered` then needs
-    DAILY_INPUT_COLUMNS besides load_tstamp)."""
-    counts = [F.count(F.lit(1)).alias("rows"), *([content_digest()] if digest else [])]
+    (filtered_events_counts, the input of planning.late_days)."""
+    counts = [F.count(F.lit(1)).alias("rows"), *([content_digest(filtered).alias("rows_digest")] if digest else [])]
     return filtered.groupBy(
         F.date_trunc("hour", "load_tstamp").alias("load_hour_tstamp"), "event_date",
         F.to_date("load_tstamp").alias("load_date"),

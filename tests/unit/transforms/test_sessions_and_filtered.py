@@ -115,3 +115,38 @@ def test_filtered_events_rules(events_df):
     assert set(got) == {"pv", "ping", "near"}
     assert got["pv"].event_date == date(2026, 1, 5) and got["pv"].session_start_tstamp == naive(ts(0))
     assert got["near"].event_date == ts(0, days=3).date()
+
+
+def test_a_row_digest_changes_with_any_column_and_only_then(spark):
+    """Rules 6: a row corrected in place in any column, a context's field or a map included,
+    gets another digest (its event day is then rebuilt); the same row keeps its digest."""
+    from pyspark.sql.types import ArrayType, LongType, MapType, StringType, StructField, StructType
+
+    from incremental_assets.transforms.filtered_events import ROW_DIGEST, with_row_digest
+
+    schema = StructType([StructField("event_id", StringType()), StructField("user_id", StringType()),
+                         StructField("contexts_x_1", ArrayType(StructType([StructField("plan", StringType())]))),
+                         StructField("labels", MapType(StringType(), StringType())),
+                         StructField("n", LongType())])
+    base = ("e1", "alice", [("pro",)], {"k": "v"}, 1)
+    variants = [base, base, ("e1", None, [("pro",)], {"k": "v"}, 1), ("e1", "alice", [("free",)], {"k": "v"}, 1),
+                ("e1", "alice", [("pro",)], {"k": "w"}, 1), ("e1", "alice", [("pro",)], {"k": "v"}, 2)]
+    digests = [r[ROW_DIGEST] for r in with_row_digest(spark.createDataFrame(variants, schema)).collect()]
+    assert digests[0] == digests[1]
+    assert len(set(digests[1:])) == 5, digests
+    assert all(0 <= d < 2 ** 31 for d in digests)
+    # Computed again over rows that already carry one: the old digest is not hashed in.
+    again = with_row_digest(with_row_digest(spark.createDataFrame(variants[:1], schema)))
+    assert again.first()[ROW_DIGEST] == digests[0]
+
+
+def test_a_content_digest_is_null_when_a_row_has_no_digest(spark):
+    """Rows written before digests were kept make their pair's digest unknown (compared by
+    count only), never a sum of some rows' digests."""
+    from incremental_assets.transforms.filtered_events import ROW_DIGEST, content_digest
+
+    rows = spark.createDataFrame([("a", 5), ("a", 7), ("b", 5), ("b", None)], f"day string, {ROW_DIGEST} long")
+    sums = {r.day: r.digest for r in rows.groupBy("day").agg(content_digest(rows).alias("digest")).collect()}
+    assert sums == {"a": 12, "b": None}
+    no_column = rows.drop(ROW_DIGEST)
+    assert no_column.groupBy("day").agg(content_digest(no_column).alias("digest")).first().digest is None
