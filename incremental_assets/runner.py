@@ -134,6 +134,7 @@ def execute_job(job_name: str, *, instance, tags: dict[str, str] | None = None,
                 partitions: tuple[str, str] | None = None, echo: Echo = print) -> JobRun:
     """Run one job of the code location in this process, over partitions first..last if given."""
     tags = {**(tags or {}), **(range_tags(*partitions) if partitions else {})}
+    keep_long_lived_out_of_collections()
     started = time.monotonic()
     result = execute_with_origin(job_name, instance, tags=tags,
                                  run_config={"loggers": {"console": {"config": {"log_level": CONSOLE_LOG_LEVEL}}}})
@@ -182,6 +183,16 @@ def execute_with_origin(job_name: str, instance, *, tags: dict[str, str], run_co
     run = instance.create_run_for_job(job_def=job, run_config=run_config, tags={**job.run_tags, **tags},
                                       remote_job_origin=origin, job_code_origin=recon_job.get_python_origin())
     return execute_run(recon_job, run, instance, raise_on_error=False)
+
+
+def keep_long_lived_out_of_collections() -> None:
+    """Before the process's first run: what is alive then (modules, the code location, the Spark
+    session) lives as long as the process, so it is frozen out of the cycle collector's walks
+    (`gc.freeze`, after a collection so no garbage is kept). `release_jvm_references` then walks
+    the runs' objects alone: 120 to 140 ms a run before, three runs a warm hour."""
+    if not gc.get_freeze_count():
+        gc.collect()
+        gc.freeze()
 
 
 def release_jvm_references() -> None:
