@@ -438,9 +438,10 @@ def _duckdb_section(results: dict) -> list[str]:
     for table, result in tables.items():
         lines += [f"- {table}: {d}" for d in result["differences"][:10]]
     return lines + ["", "DuckDB has no xxhash64, Spark's hash of a row: event_copies.copy_hash and "
-                    "filtered_events.row_digest hold DuckDB's own hash (not compared), and of two copies of an event loaded at the same instant with the same "
-                    "collector_tstamp but different contents, DuckDB may keep the other one (such a case would "
-                    "show above as a difference in base_events).", ""]
+                    "filtered_events.row_digest hold DuckDB's own hash (not compared), and of two copies of an "
+                    "event loaded at the same instant with the same collector_tstamp but different contents, "
+                    "DuckDB may keep the other one (such a case would show above as a difference in "
+                    "base_events).", ""]
 
 
 def main(argv=None) -> int:

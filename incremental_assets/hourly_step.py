@@ -303,8 +303,8 @@ def filtered_counts(warehouse: WarehouseResource, results: HourlyResults) -> Dat
         return rows_by_load_hour_and_day(results.filtered, digest=True)
     start, end = results.counts_range
     rows = warehouse.tables.read_range(FILTERED_EVENTS, "load_tstamp", start, end)
-    return rows_by_load_hour_and_day(rows.select("load_tstamp", "event_date",
-                                                 *[c for c in (ROW_DIGEST,) if c in rows.columns]), digest=True)
+    digests = [ROW_DIGEST] if ROW_DIGEST in rows.columns else []  # none on a lake from before them
+    return rows_by_load_hour_and_day(rows.select("load_tstamp", "event_date", *digests), digest=True)
 
 
 def hours_to_run_again(warehouse: WarehouseResource, results: HourlyResults, run_id: str) -> DataFrame:
