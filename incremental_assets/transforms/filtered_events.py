@@ -9,9 +9,9 @@ from pyspark.sql import functions as F
 
 from incremental_assets.transforms.sessions import session_limit
 
-# Each filtered row's digest of every column it holds: an event day's content digest is their
-# sum, so a row corrected in place in any column, one only a declared attribute reads included,
-# gets its day rebuilt though its counts stay the same (rules 6).
+# Each filtered row's digest of every column it holds but its session's fields: an event day's
+# content digest is their sum, so a row corrected in place in any such column, one only a
+# declared attribute reads included, gets its day rebuilt though its counts stay the same (rules 6).
 ROW_DIGEST = "row_digest"
 
 SESSION_FIELDS = {
@@ -41,13 +41,18 @@ def filtered_events(base: DataFrame, lifecycle: DataFrame, *, event_names: tuple
 
 
 def with_row_digest(rows: DataFrame) -> DataFrame:
-    """`rows` with ROW_DIGEST: 31 bits of a hash of every other column, so that the digests of
-    a day's rows add up to a long for up to 4 billion rows. Maps and variants, which Spark does
-    not hash, are hashed as their text."""
+    """`rows` with ROW_DIGEST: 31 bits of a hash of every other column but the session's fields,
+    so that the digests of a day's rows add up to a long for up to 4 billion rows. The session's
+    fields are left out: a late row of a session may move its start or give it a user, and its
+    earlier rows' days would then be rebuilt each time, late rows held pending included. The columns are hashed in the order
+    of their names: the same row gets the same digest whichever path derived it (a table read
+    back holds its columns in its own order). Maps and variants, which Spark does not hash, are
+    hashed as their text."""
     def hashable(field) -> Column:
         text = field.dataType.simpleString()
         return F.col(field.name).cast("string") if "map<" in text or "variant" in text else F.col(field.name)
-    hashed = [hashable(f) for f in rows.schema.fields if f.name != ROW_DIGEST]
+    left_out = {ROW_DIGEST, *SESSION_FIELDS.values()}
+    hashed = [hashable(f) for f in sorted(rows.schema.fields, key=lambda f: f.name) if f.name not in left_out]
     return rows.withColumn(ROW_DIGEST, F.pmod(F.xxhash64(*hashed), F.lit(2 ** 31)))
 
 

@@ -150,3 +150,13 @@ def test_a_content_digest_is_null_when_a_row_has_no_digest(spark):
     assert sums == {"a": 12, "b": None}
     no_column = rows.drop(ROW_DIGEST)
     assert no_column.groupBy("day").agg(content_digest(no_column).alias("digest")).first().digest is None
+
+
+def test_a_row_digest_does_not_depend_on_the_order_of_the_columns(spark):
+    """The window's rows and a session's rows read back from base_events hold their columns in
+    different orders: the same row must get the same digest from both."""
+    from incremental_assets.transforms.filtered_events import ROW_DIGEST, with_row_digest
+
+    rows = spark.createDataFrame([("e1", "alice", 3)], "event_id string, user_id string, n long")
+    reordered = rows.select("n", "user_id", "event_id")
+    assert with_row_digest(rows).first()[ROW_DIGEST] == with_row_digest(reordered).first()[ROW_DIGEST]
