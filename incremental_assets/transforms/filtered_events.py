@@ -42,12 +42,13 @@ def filtered_events(base: DataFrame, lifecycle: DataFrame, *, event_names: tuple
 
 def with_row_digest(rows: DataFrame) -> DataFrame:
     """`rows` with ROW_DIGEST: 31 bits of a hash of every other column but the session's fields,
-    so that the digests of a day's rows add up to a long for up to 4 billion rows. The session's
-    fields are left out: a late row of a session may move its start or give it a user, and its
-    earlier rows' days would then be rebuilt each time, late rows held pending included. The columns are hashed in the order
-    of their names: the same row gets the same digest whichever path derived it (a table read
-    back holds its columns in its own order). Maps and variants, which Spark does not hash, are
-    hashed as their text."""
+    so that the digests of a day's rows add up to a long for up to 4 billion rows.
+
+    The session's fields are left out: a late row of a session may move its start or give it a
+    user, and its earlier rows' days would then be rebuilt each time, late rows held pending
+    included. The columns are hashed in the order of their names: the same row gets the same
+    digest whichever path derived it (a table read back holds its columns in its own order).
+    Maps and variants, which Spark does not hash, are hashed as their text."""
     def hashable(field) -> Column:
         text = field.dataType.simpleString()
         return F.col(field.name).cast("string") if "map<" in text or "variant" in text else F.col(field.name)
