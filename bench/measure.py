@@ -7,6 +7,7 @@ import json
 import os
 import statistics
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
@@ -178,6 +179,66 @@ def per_step(windows, scans, stages, since: float) -> dict[str, dict]:
     return steps
 
 
+# -- Dagster's own time -----------------------------------------------------------------------
+
+@contextmanager
+def timing_event_writes(instance):
+    """Yields {"events", "seconds"}: how many events the instance's event log stored inside the
+    block and the seconds its storage took to write them (one at a time or in batches)."""
+    storage = instance.event_log_storage
+    spent = {"events": 0, "seconds": 0.0}
+
+    def timed(write, count):
+        def wrapper(events):
+            started = time.perf_counter()
+            try:
+                return write(events)
+            finally:
+                spent["seconds"] += time.perf_counter() - started
+                spent["events"] += count(events)
+        return wrapper
+
+    names = ("store_event", "store_event_batch")
+    own = {name: vars(storage)[name] for name in names if name in vars(storage)}  # wrapped already
+    storage.store_event = timed(storage.store_event, lambda _: 1)
+    storage.store_event_batch = timed(storage.store_event_batch, len)
+    try:
+        yield spent
+    finally:
+        for name in names:  # as they were: the class's methods, or what wrapped them before
+            if name in own:
+                setattr(storage, name, own[name])
+            else:
+                delattr(storage, name)
+
+
+def dagster_time(instance, runs, writes: dict) -> dict:
+    """Where a run's seconds went outside its steps, summed over `runs` (runner.JobRun):
+    `launch`: before the run's first event (the run created, its plan built) and after its last
+    (the result gathered); `run_start`: from its first event to its first step (resources, the
+    executor); `between_steps`: from its first step's start to its last step's end, less the
+    steps' own seconds; `run_end`: from its last step's end to its last event; `steps`: the
+    steps; `event_writes`: the seconds the event log's storage took over the whole of it (inside
+    steps too), for `events` events."""
+    figures = dict.fromkeys(("runs", "launch", "run_start", "between_steps", "run_end", "steps"), 0.0)
+    for run in runs:
+        logs = instance.all_logs(run.run_id)
+        if not logs:
+            continue
+        first, last = logs[0].timestamp, logs[-1].timestamp
+        windows = step_windows(instance, [run.run_id])
+        steps = sum(end - start for _, start, end in windows)
+        first_step = min((start for _, start, _ in windows), default=last)
+        last_step = max((end for _, _, end in windows), default=last)
+        figures["runs"] += run.seconds
+        figures["launch"] += run.seconds - (last - first)
+        figures["run_start"] += first_step - first
+        figures["between_steps"] += (last_step - first_step) - steps
+        figures["run_end"] += last - last_step
+        figures["steps"] += steps
+    return {**figures, "event_writes": writes["seconds"], "events": writes["events"]}
+
+
 # -- incremental hours and sensor ticks ----------------------------------------------------
 
 def incremental_hours(spark, tables, pool: Path, source: Path, warehouse: Path, instance, history_days: int,
@@ -191,12 +252,12 @@ def incremental_hours(spark, tables, pool: Path, source: Path, warehouse: Path, 
 
     set_env(warehouse=warehouse, source_path=source)
     cut = at_hour(START + timedelta(days=history_days))
-    seconds, rows, steps_by_run, estimates, hourly = Figure(), [], [], [], []
+    seconds, rows, steps_by_run, estimates, hourly, dagster = Figure(), [], [], [], [], []
     for k in range(repeats):
         rows.append(append_hour(tables, pool, source, cut + timedelta(hours=k)))
         estimates.append(make_plan(Settings.load(), cut + timedelta(hours=k + 1), instance=instance).estimate_seconds)
         since = time.time()
-        with recording_scans() as scans:
+        with recording_scans() as scans, timing_event_writes(instance) as writes:
             started = time.perf_counter()
             report = run_until(cut + timedelta(hours=k + 1), instance=instance, echo=lambda _: None)
             seconds.add(time.perf_counter() - started)
@@ -205,11 +266,12 @@ def incremental_hours(spark, tables, pool: Path, source: Path, warehouse: Path, 
         windows = step_windows(instance, [run.run_id for run in report.runs])
         steps_by_run.append(per_step(windows, scans, spark_stages(spark), since))
         hourly.append(sum(run.seconds for run in report.runs if run.job == "hourly_job"))
+        dagster.append({**dagster_time(instance, report.runs, writes), "hour": seconds.values[-1]})
         say(f"  history {history_days} d, hour {k + 1}: {seconds.values[-1]:.1f} s, "
                f"{rows[-1]:,} new rows, runs: {', '.join(run.job for run in report.runs)}; hourly runs "
                f"{hourly[-1]:.1f} s, planned {estimates[-1] if estimates[-1] is None else round(estimates[-1], 1)} s")
     return {"seconds": seconds, "rows": rows, "steps": steps_by_run, "plan_estimates": estimates,
-            "hourly_seconds": hourly}
+            "hourly_seconds": hourly, "dagster": dagster}
 
 
 def sensor_ticks(pool: Path, tables, source: Path, instance, after: datetime, repeats: int) -> dict:

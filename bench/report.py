@@ -206,6 +206,30 @@ def _plan_estimates(incremental: dict) -> list[str]:
     return [f"- hourly runs, the plan's estimate vs measured (`incremental-assets plan` just before): {pairs}"]
 
 
+def _dagster_time(incremental: dict) -> list[str]:
+    """Where an hour's seconds went besides its steps: Dagster's own time per run phase, the
+    planning between runs, and the event log's writes (medians over the hours)."""
+    hours = incremental.get("dagster")
+    if not hours:
+        return []  # a report from before this was measured
+
+    def median(key: str) -> float:
+        return statistics.median(hour[key] for hour in hours)
+
+    rows = [("the hour (`run --until`)", median("hour")),
+            ("its runs' steps (the table above)", median("steps")),
+            ("Dagster: before a run's first event and after its last (run created, result gathered)",
+             median("launch")),
+            ("Dagster: from a run's first event to its first step (resources, executor)", median("run_start")),
+            ("Dagster: between steps", median("between_steps")),
+            ("Dagster: from the last step to the run's end", median("run_end")),
+            ("planning and Dagster queries outside the runs", statistics.median(h["hour"] - h["runs"] for h in hours)),
+            (f"of all the above, writing events to Dagster's event log ({median('events'):.0f} events)",
+             median("event_writes"))]
+    return ["Dagster's own time in the hour (medians; the runs' phases summed over the hour's runs):", "",
+            "| where | seconds |", "|---|---:|", *(f"| {where} | {seconds:.2f} |" for where, seconds in rows), ""]
+
+
 def _sparse_history_section(history: dict, steps_before: list[dict] | None) -> list[str]:
     """A sparse history's backfill, its new hours by step, and its sensor ticks."""
     return [f"### {history['days']} days of sparse history",
@@ -218,6 +242,7 @@ def _sparse_history_section(history: dict, steps_before: list[dict] | None) -> l
             f"- run: {_span(history['incremental']['seconds'])}; new rows per hour: "
             f"{', '.join(f'{r:,}' for r in history['incremental']['rows'])}", "",
             *_steps_table(history["incremental"]["steps"], steps_before), "",
+            *_dagster_time(history["incremental"]),
             f"- sensor tick: a new closed hour {_span(history['sensor']['new_hour'], digits=2)}; nothing new "
             f"{_span(history['sensor']['idle'], digits=2)}", ""]
 
@@ -373,7 +398,8 @@ def write_report(results: dict, out: Path, json_path: Path | None = None, baseli
                   f"- run: {_span(incremental['seconds'])}; new rows per hour: "
                   f"{', '.join(f'{r:,}' for r in incremental['rows'])}",
                   *_plan_estimates(incremental), "",
-                  *_steps_table(incremental["steps"], before("incremental", history, "steps")), ""]
+                  *_steps_table(incremental["steps"], before("incremental", history, "steps")), "",
+                  *_dagster_time(incremental)]
     if "cold_hour" in results:
         lines += [f"- cold: a new `incremental-assets run --until` process for one more new hour at {days} days "
                   f"(what a daemon-launched run pays, Spark start included): {_span(results['cold_hour'])}", ""]

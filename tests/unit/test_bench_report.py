@@ -109,3 +109,51 @@ def test_spark_jobs_stages_and_tasks_are_counted_per_step_and_shown(tmp_path):
     text = (tmp_path / "RESULTS.md").read_text()
     assert "| hourly_assets | 10.00 | 0 | 0.0 MB | 2.0 MB | 2 | 3 | 6 |" in text
     assert "| **all** | | 0 | 0.0 MB | 2.0 MB | 3 | 3 | 7 |" in text
+
+
+def _entry(at: float, kind: str | None = None, step: str | None = None):
+    from types import SimpleNamespace
+
+    event = None if kind is None else SimpleNamespace(event_type_value=kind, step_key=step)
+    return SimpleNamespace(timestamp=at, dagster_event=event)
+
+
+def test_dagster_time_splits_each_run_into_launch_start_steps_gaps_and_end_and_times_event_writes(tmp_path):
+    from types import SimpleNamespace
+
+    from bench.measure import dagster_time, timing_event_writes
+
+    class Storage:
+        def store_event(self, event):
+            return event
+
+        def store_event_batch(self, events):
+            return events
+
+    logs = {"r1": [_entry(100.0, "PIPELINE_START"), _entry(100.5, "STEP_START", "hourly_assets"),
+                   _entry(104.5, "STEP_SUCCESS", "hourly_assets"), _entry(104.75, "STEP_START", "check"),
+                   _entry(105.0, "STEP_SUCCESS", "check"), _entry(105.5, "PIPELINE_SUCCESS")],
+            "r2": [_entry(200.0, "PIPELINE_START"), _entry(200.25, "STEP_START", "attributes"),
+                   _entry(201.25, "STEP_SUCCESS", "attributes"), _entry(201.5, "PIPELINE_SUCCESS")]}
+    instance = SimpleNamespace(event_log_storage=Storage(), all_logs=lambda run_id: logs[run_id])
+    runs = [SimpleNamespace(run_id="r1", seconds=6.0), SimpleNamespace(run_id="r2", seconds=2.0)]
+
+    with timing_event_writes(instance) as writes:
+        instance.event_log_storage.store_event("one")
+        instance.event_log_storage.store_event_batch(["two", "three"])
+    figures = dagster_time(instance, runs, writes)
+
+    assert figures["events"] == 3 and figures["event_writes"] >= 0
+    assert {k: figures[k] for k in ("runs", "steps", "launch", "run_start", "between_steps", "run_end")} == {
+        "runs": 8.0, "steps": 5.25, "launch": 0.5 + 0.5, "run_start": 0.5 + 0.25, "between_steps": 0.25,
+        "run_end": 0.5 + 0.25}
+    assert "store_event" not in vars(instance.event_log_storage)  # the storage's own methods again
+
+    results = _run(100.0, 20.0, {"hourly_assets": 4.0})
+    results["incremental"][10]["dagster"] = [{**figures, "hour": 9.0}] * 3
+    write_report(results, tmp_path / "RESULTS.md", tmp_path / "RESULTS.json")
+    text = (tmp_path / "RESULTS.md").read_text()
+    assert "| Dagster: between steps | 0.25 |" in text
+    assert "| planning and Dagster queries outside the runs | 1.00 |" in text
+    assert "writing events to Dagster's event log (3 events)" in text
+    assert load_results(tmp_path / "RESULTS.json")["incremental"][10]["dagster"][0]["run_end"] == 0.75
