@@ -242,10 +242,11 @@ class Stack:
 
     def start_connect(self) -> None:
         """A Spark Connect server whose driver runs on the cluster: each run is one of its
-        sessions."""
+        sessions. It is started again, on the same port, whenever it dies (deploy/keep_running.py)."""
         self.connect_port = free_port()
-        self._start("spark-connect", connect_server_command(self.spark_master, self.connect_port, self.driver_conf()),
-                    self.spark_env())
+        server = connect_server_command(self.spark_master, self.connect_port, self.driver_conf())
+        self._start("spark-connect", [sys.executable, "-m", "deploy.keep_running", "--name", "spark-connect", "--",
+                                      *server], self.spark_env())
         self._wait_for_port("spark-connect", self.connect_port, timeout=180)
 
     def spark_client_env(self) -> dict[str, str]:

@@ -1,8 +1,10 @@
 """The pipeline through Spark Connect (`make stack-up SPARK_CONNECT=1` runs the same server):
 a Connect server started from the installed pyspark, its driver on a standalone master with two
 workers, all on loopback. The CLI, pointed at it with SPARK_REMOTE, processes the source in
-two runs (new and late hours); the tables equal a local-mode run over the same source. With the
-server gone, a run fails in seconds with one line that names it, and holds no lock.
+two runs (new and late hours). The server killed, its supervisor starts it again on the same
+port and the next run goes through it; the tables equal a local-mode run over the same source.
+With the server gone for good (its supervisor too), a run fails in seconds with one line that
+names it, and holds no lock.
 """
 
 import importlib.util
@@ -18,7 +20,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from deploy.stack import HOST, Stack
+from deploy.stack import HOST, Stack, wait_for_port
 from resources.manifest import ManifestStore
 from tests.live import assert_tables_equal_a_local_run, moved_in_time, write_loads
 
@@ -26,8 +28,10 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 T0 = datetime(2026, 1, 7, 2, tzinfo=timezone.utc)
 SAMPLE_START, SAMPLE_HOUR_0 = date(2026, 1, 4), datetime(2026, 1, 6, tzinfo=timezone.utc)
-# The CLI's two runs: after the first six load hours, then after three more.
+# The CLI's two runs: after the first six load hours, then after three more; then one more
+# hour after the server was started again.
 FIRST_UNTIL, SECOND_UNTIL = T0 + timedelta(hours=6, minutes=5), T0 + timedelta(hours=9, minutes=5)
+AFTER_RESTART_UNTIL = SECOND_UNTIL + timedelta(hours=1)
 CLI_TIMEOUT_SECONDS = 900
 
 
@@ -43,6 +47,19 @@ def events(spark):
 
     sample = generate_events_df(spark, events=700, days=3, start=SAMPLE_START, seed=11)
     return moved_in_time(sample, T0 - SAMPLE_HOUR_0).cache()
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (from /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
 
 
 def cli_run(env: dict[str, str], until: datetime) -> subprocess.CompletedProcess:
@@ -84,12 +101,26 @@ def test_the_pipeline_through_spark_connect_on_the_cluster_equals_local_mode(
         assert [app["name"] for app in master["activeapps"]] == ["incremental-assets-connect"]
         assert master["completedapps"] == []
 
-        # The server gone: the next run fails within seconds, says which server, and leaves
-        # no manifest item locked.
-        os.killpg(stack.pids.pop("spark-connect"), 9)
+        # The server dies, its supervisor does not: the server is started again on the same
+        # port, and the next run goes through it.
+        [server] = children(stack.pids["spark-connect"])
+        os.kill(server, 9)
         assert write_loads(events, source, T0 + timedelta(hours=9), T0 + timedelta(hours=10)) > 0
+        deadline = time.monotonic() + 60
+        while server in children(stack.pids["spark-connect"]) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert wait_for_port(stack.connect_port, timeout=240), "the Connect server was not started again"
+        assert children(stack.pids["spark-connect"]) != [server]
+        done = cli_run(env, AFTER_RESTART_UNTIL)
+        assert done.returncode == 0, f"run --until {AFTER_RESTART_UNTIL} after the restart:\n{done.stdout}\n{done.stderr}"
+
+        # The server gone for good (its supervisor too): the next run fails within seconds,
+        # says which server, and leaves no manifest item locked.
+        os.killpg(stack.pids.pop("spark-connect"), 9)
+        hour = next(h for h in range(10, 24)  # the next load hour that holds rows (some hold none)
+                    if write_loads(events, source, T0 + timedelta(hours=h), T0 + timedelta(hours=h + 1)) > 0)
         started = time.monotonic()
-        refused = cli_run(env, SECOND_UNTIL + timedelta(hours=1))
+        refused = cli_run(env, T0 + timedelta(hours=hour + 1, minutes=5))
         assert refused.returncode != 0
         assert f"Spark Connect server {stack.spark_remote} is not reachable" in refused.stdout + refused.stderr
         assert time.monotonic() - started < 120
@@ -100,5 +131,5 @@ def test_the_pipeline_through_spark_connect_on_the_cluster_equals_local_mode(
     assert not stack.running()
 
     # Local mode over the same source (the hours the Connect runs saw) gives the same tables.
-    assert_tables_equal_a_local_run(connect_warehouse, SECOND_UNTIL, settings_env, monkeypatch,
+    assert_tables_equal_a_local_run(connect_warehouse, AFTER_RESTART_UNTIL, settings_env, monkeypatch,
                                     tmp_path / "local_warehouse")
