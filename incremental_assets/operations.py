@@ -18,10 +18,10 @@ from incremental_assets.planning.hours import parse_hour_key
 from incremental_assets.planning.processing_manifest import PROBLEM_STATUSES, ItemStatus, ManifestError, State
 from incremental_assets.progress import (
     fail_locked_days,
-    hourly_step_samples,
     hours_under_other_rules,
     plan_next_run,
     processed_hours,
+    recent_step_samples,
 )
 from incremental_assets.settings import Settings
 from incremental_assets.skipped_hours import record_skips
@@ -76,7 +76,7 @@ def _due_work(settings: Settings, plan, manifest: ManifestStore) -> str:
     reasons = [(other_rules, "processed under other rules (a settings change)"), (plan.hours.new, "new"),
                (set(plan.hours.changed) - other_rules, "whose data changed"), (plan.hours.removed, "whose data is gone")]
     why = ", ".join(f"{len(hours)} {reason}" for hours, reason in reasons if hours) or "look-back"
-    cost = fit_step_cost(hourly_step_samples(manifest.records()))
+    cost = fit_step_cost(recent_step_samples(manifest))
     seconds = None if cost is None else estimated_seconds(
         cost, hours=len(due), rows=None, runs=runs_for(len(due), settings.max_hours_per_run))
     estimate = (f"{describe_duration(seconds)} at the hourly "

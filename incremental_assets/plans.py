@@ -49,10 +49,10 @@ from incremental_assets.progress import (
     LoadHoursPlan,
     backfill_hours,
     current_snapshot,
-    hourly_step_samples,
     hours_under_other_rules,
     last_event_day,
     plan_load_hours,
+    recent_step_samples,
 )
 from incremental_assets.settings import Settings
 from incremental_assets.sources.load_hours import SourceSnapshot, rows_by_hour
@@ -175,7 +175,7 @@ def _plan(settings: Settings, now: datetime, trigger: str, reasons: dict[datetim
                   for hour in sorted(reasons))
     days = widened_days(reasons, days_loaded_by_hour(settings), set(late_days(settings)[0].days), requested,
                         erased_days)
-    cost = fit_step_cost(hourly_step_samples(manifest.records()))
+    cost = fit_step_cost(recent_step_samples(manifest))
     runs = _runs(sorted(reasons), settings.max_hours_per_run)
     planned_rows = None if rows is None else sum(rows.values())
     estimate = None if cost is None else estimated_seconds(cost, hours=len(hours), rows=planned_rows, runs=runs)

@@ -327,6 +327,13 @@ def before_start(settings: Settings) -> BeforeStart | None:
 COST_SAMPLES = 20
 
 
+def recent_step_samples(manifest: ManifestStore) -> list[StepSample]:
+    """The last COST_SAMPLES hourly steps that succeeded, read from the records of the last
+    runs that claimed base_events items (twice as many runs: some fail) instead of the whole
+    manifest."""
+    return hourly_step_samples(manifest.records_of_last_runs(BASE_EVENTS, 2 * COST_SAMPLES))
+
+
 def hourly_step_samples(records: Iterable[Record], limit: int = COST_SAMPLES) -> list[StepSample]:
     """The last `limit` hourly steps that succeeded, from the manifest: each step's load hours,
     the source rows it read (its PROCESSED records' `source_rows`) and its seconds, from the

@@ -135,6 +135,16 @@ class ManifestStore:
             return []
         return self._snapshot(wanted)[1]
 
+    def records_of_last_runs(self, asset: str, runs: int) -> list[Record]:
+        """In log order, the records of `asset`'s items by the last `runs` runs that wrote one
+        (by their last record): a look at recent runs without replaying a long history in
+        Python (each tick that launches a run looks, and 300 days hold some 60,000 records)."""
+        data = self._read()[1]
+        data = data.filter(pc.equal(data["asset"], asset))
+        last = data.select(["run_id", "seq"]).group_by("run_id", use_threads=False).aggregate([("seq", "max")])
+        recent = last.sort_by([("seq_max", "descending")]).slice(0, runs)["run_id"]
+        return _records(data.filter(pc.is_in(data["run_id"], value_set=recent)))
+
     def states(self, items: Iterable[str] | None = None) -> dict[str, ItemState]:
         return _states(self.records(items))
 

@@ -191,3 +191,29 @@ def test_a_run_of_thirty_thousand_items_claims_and_closes(store):
     states = store.states(items[:3] + ["other/1"])
     assert sorted(states) == items[:3]
     assert {state.status for state in store.states(items).values()} == {ItemStatus.READY}
+
+
+def test_the_cost_models_samples_come_from_the_last_runs_alone_and_equal_those_of_every_record(store):
+    from incremental_assets.progress import COST_SAMPLES, hourly_step_samples, recent_step_samples
+
+    # More hourly steps than the cost model looks at, every fifth one failing, and other
+    # assets' records between them (a daily run's, last of all).
+    for n in range(2 * COST_SAMPLES + 5):
+        items = [f"base_events/2026-01-{5 + n // 24:02d}-{n % 24:02d}:00", f"filtered_events/2026-01-05-{n % 24:02d}:00"]
+        items = items[:1] if n % 7 else items
+        store.claim(items, application="hourly", run_id=f"r{n}", run_finished=never_finished)
+        failed = n % 5 == 4
+        store.close(items, run_id=f"r{n}", state=State.FAILED if failed else State.PROCESSED, application="hourly",
+                    payload={"reason": "boom"} if failed else {"source_rows": 100 + n})
+    store.claim(["daily_aggregates/2026-01-05"], application="daily", run_id="daily", run_finished=never_finished)
+
+    last = store.records_of_last_runs("base_events", 3)
+    assert {r.run_id for r in last} == {f"r{n}" for n in range(2 * COST_SAMPLES + 2, 2 * COST_SAMPLES + 5)}
+    assert {r.item_id.split("/")[0] for r in last} == {"base_events"}
+    assert last == [r for r in store.records() if r in last]  # in log order
+    assert store.records_of_last_runs("attributes", 3) == []
+
+    samples = recent_step_samples(store)
+    assert len(samples) == COST_SAMPLES
+    assert samples == hourly_step_samples(store.records())
+    assert [s.rows for s in samples][-1] == 100 + 2 * COST_SAMPLES + 3  # the last run (r44) failed
