@@ -270,6 +270,9 @@ def test_an_hour_skipped_after_a_failed_run_wrote_part_of_it_leaves_nothing_of_i
                        "an hour skipped after a partial write vs the documented rules without its rows")
 
 
+# 60 s: in `make test-long` (and CI), to keep `make test` under 20 minutes on 2 cores; what lies
+# before the start date is planned in `make test` (tests/unit/planning/test_late_days.py).
+@pytest.mark.long
 def test_a_start_date_moved_later_leaves_nothing_from_before_it(spark, instance, tmp_path, monkeypatch):
     """Item 11: start_date moved from day -1 to day 1 after days -1..3 were processed. Rows
     loaded before the new start must leave every table: sessions that began before it start

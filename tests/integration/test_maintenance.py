@@ -59,6 +59,9 @@ def partition_count(table_dir: Path) -> int:
     return len({tuple(r.values()) for r in read_table(table_dir, columns).to_pylist()}) if columns else 1
 
 
+# 75 s: in `make test-long` (and CI), to keep `make test` under 20 minutes on 2 cores; each
+# engine's compaction and vacuum are checked in `make test` (tests/integration/test_table_store_contract.py).
+@pytest.mark.long
 @pytest.mark.spark
 @pytest.mark.slow
 def test_maintenance_compacts_recent_partitions_vacuums_and_keeps_every_row(lake, spark, tmp_path, monkeypatch,

@@ -112,6 +112,10 @@ def test_web_quarantines_every_session_longer_than_max_session_days(peer_dir, tm
     assert base.event_id.is_unique
 
 
+# 240 s: in `make test-long` (and CI), to keep `make test` under 20 minutes on 2 cores; the batch
+# engine's events give Snowplow's attributes in `make test` too
+# (tests/unit/transforms/test_attribute_states.py), on the rows without the runs.
+@pytest.mark.long
 def test_batch_engine_late_loads_reach_daily_aggregates_and_declared_attributes_give_snowplows(peer_dir, tmp_path):
     """Their events in their three incremental runs: late loads reach the daily aggregates,
     a duplicate counts once, and their 21 attributes, declared (batch_engine_attributes.yml),
