@@ -93,17 +93,21 @@ def append_hour(tables, pool: Path, source: Path, hour_start: datetime) -> int:
 
 def step_windows(instance, run_ids: list[str]) -> list[tuple[str, float, float]]:
     """(step key, start, end) of every step of the runs, from the Dagster event log."""
+    return [window for run_id in run_ids for window in windows_in(instance.all_logs(run_id))]
+
+
+def windows_in(logs) -> list[tuple[str, float, float]]:
+    """(step key, start, end) of every step in one run's event log entries."""
+    starts: dict[str, float] = {}
     windows = []
-    for run_id in run_ids:
-        starts: dict[str, float] = {}
-        for entry in instance.all_logs(run_id):
-            event = entry.dagster_event
-            if event is None or not event.step_key:
-                continue
-            if event.event_type_value == "STEP_START":
-                starts[event.step_key] = entry.timestamp
-            elif event.event_type_value in ("STEP_SUCCESS", "STEP_FAILURE") and event.step_key in starts:
-                windows.append((event.step_key, starts[event.step_key], entry.timestamp))
+    for entry in logs:
+        event = entry.dagster_event
+        if event is None or not event.step_key:
+            continue
+        if event.event_type_value == "STEP_START":
+            starts[event.step_key] = entry.timestamp
+        elif event.event_type_value in ("STEP_SUCCESS", "STEP_FAILURE") and event.step_key in starts:
+            windows.append((event.step_key, starts[event.step_key], entry.timestamp))
     return windows
 
 
@@ -226,7 +230,7 @@ def dagster_time(instance, runs, writes: dict) -> dict:
         if not logs:
             continue
         first, last = logs[0].timestamp, logs[-1].timestamp
-        windows = step_windows(instance, [run.run_id])
+        windows = windows_in(logs)  # the logs in hand, not read again
         steps = sum(end - start for _, start, end in windows)
         first_step = min((start for _, start, _ in windows), default=last)
         last_step = max((end for _, _, end in windows), default=last)
