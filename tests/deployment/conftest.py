@@ -7,6 +7,9 @@ import shutil
 import pytest
 
 
+# trylast: sees the items that remain after `-m` and `-k` deselected theirs, so that
+# `make test-clocks` (`-m clock` over every folder) does not need what only these tests use.
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
     missing = [what for what, ok in (
         ("the Python package dagster-postgres (`make test-deployment` installs it)",
