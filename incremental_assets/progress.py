@@ -328,10 +328,13 @@ COST_SAMPLES = 20
 
 
 def recent_step_samples(manifest: ManifestStore) -> list[StepSample]:
-    """The last COST_SAMPLES hourly steps that succeeded, read from the records of the last
-    runs that claimed base_events items (twice as many runs: some fail) instead of the whole
-    manifest."""
-    return hourly_step_samples(manifest.records_of_last_runs(BASE_EVENTS, 2 * COST_SAMPLES))
+    """`hourly_step_samples` of the whole manifest, from the spans of the last runs that claimed
+    base_events items (twice as many runs: some fail), summed by the store."""
+    spans = manifest.spans_of_last_runs(BASE_EVENTS, 2 * COST_SAMPLES)
+    steps = sorted((span.last_close, span.items_closed, (span.last_close_payload or {}).get("source_rows"),
+                    (span.last_close - span.first_claim).total_seconds())
+                   for span in spans if span.first_claim is not None)
+    return [StepSample(hours, rows, seconds) for _, hours, rows, seconds in steps[-COST_SAMPLES:]]
 
 
 def hourly_step_samples(records: Iterable[Record], limit: int = COST_SAMPLES) -> list[StepSample]:

@@ -97,6 +97,18 @@ class ItemState:
 RunFinishedCheck = Callable[[Record], "str | None"]
 
 
+@dataclass(frozen=True)
+class RunSpan:
+    """One run's records of an asset's items: its first claim (None: none recorded), its last
+    PROCESSED record, how many items it closed as PROCESSED and the payload of its last close."""
+
+    run_id: str
+    first_claim: datetime | None
+    last_close: datetime
+    items_closed: int
+    last_close_payload: dict | None
+
+
 class ManifestStore:
     def __init__(self, table_path: str, *, max_attempts: int = 20):
         self.path = table_path
@@ -135,15 +147,28 @@ class ManifestStore:
             return []
         return self._snapshot(wanted)[1]
 
-    def records_of_last_runs(self, asset: str, runs: int) -> list[Record]:
-        """In log order, the records of `asset`'s items by the last `runs` runs that wrote one
-        (by their last record): a look at recent runs without replaying a long history in
-        Python (each tick that launches a run looks, and 300 days hold some 60,000 records)."""
+    def spans_of_last_runs(self, asset: str, runs: int) -> list[RunSpan]:
+        """What the last `runs` runs that wrote a record of `asset`'s items (by their last record)
+        did with them, one span per run that closed one as PROCESSED, summed in Arrow: each tick
+        that launches a run looks, and a backfill's runs hold a week of hours each (some 12,000
+        records in the last 40 runs of a 300-day backfill, 0.7 s as Python records)."""
         data = self._read()[1]
         data = data.filter(pc.equal(data["asset"], asset))
         last = data.select(["run_id", "seq"]).group_by("run_id", use_threads=False).aggregate([("seq", "max")])
         recent = last.sort_by([("seq_max", "descending")]).slice(0, runs)["run_id"]
-        return _records(data.filter(pc.is_in(data["run_id"], value_set=recent)))
+        data = data.filter(pc.and_(pc.is_in(data["run_id"], value_set=recent), pc.is_valid(data["recorded_at"])))
+        claims = (data.filter(pc.equal(data["state"], State.PROCESSING.name))
+                  .group_by("run_id").aggregate([("recorded_at", "min")]))
+        first_claim = dict(zip(claims["run_id"].to_pylist(), claims["recorded_at_min"].to_pylist()))
+        closes = (data.filter(pc.equal(data["state"], State.PROCESSED.name))
+                  .sort_by([("seq", "ascending"), ("seq_index", "ascending")])
+                  .group_by("run_id", use_threads=False)  # in log order, so "last" is the last close
+                  .aggregate([("recorded_at", "max"), ("item_id", "count_distinct"),
+                              ("payload", "last", pc.ScalarAggregateOptions(skip_nulls=False))]))
+        return [RunSpan(run, first_claim.get(run), closed_at, items, json.loads(payload) if payload else None)
+                for run, closed_at, items, payload in zip(
+                    closes["run_id"].to_pylist(), closes["recorded_at_max"].to_pylist(),
+                    closes["item_id_count_distinct"].to_pylist(), closes["payload_last"].to_pylist())]
 
     def states(self, items: Iterable[str] | None = None) -> dict[str, ItemState]:
         return _states(self.records(items))

@@ -207,11 +207,15 @@ def test_the_cost_models_samples_come_from_the_last_runs_alone_and_equal_those_o
                     payload={"reason": "boom"} if failed else {"source_rows": 100 + n})
     store.claim(["daily_aggregates/2026-01-05"], application="daily", run_id="daily", run_finished=never_finished)
 
-    last = store.records_of_last_runs("base_events", 3)
-    assert {r.run_id for r in last} == {f"r{n}" for n in range(2 * COST_SAMPLES + 2, 2 * COST_SAMPLES + 5)}
-    assert {r.item_id.split("/")[0] for r in last} == {"base_events"}
-    assert last == [r for r in store.records() if r in last]  # in log order
-    assert store.records_of_last_runs("attributes", 3) == []
+    # The last three runs: r42 and r43 closed their hour, r44 failed (no span).
+    last = store.spans_of_last_runs("base_events", 3)
+    records = {(r.run_id, r.state): r for r in store.records() if r.item_id.startswith("base_events/")}
+    assert [(s.run_id, s.items_closed, s.last_close_payload) for s in last] == [
+        (f"r{n}", 1, {"source_rows": 100 + n}) for n in (2 * COST_SAMPLES + 2, 2 * COST_SAMPLES + 3)]
+    assert [(s.first_claim, s.last_close) for s in last] == [
+        (records[s.run_id, State.PROCESSING].recorded_at, records[s.run_id, State.PROCESSED].recorded_at)
+        for s in last]
+    assert store.spans_of_last_runs("attributes", 3) == []
 
     samples = recent_step_samples(store)
     assert len(samples) == COST_SAMPLES
