@@ -86,10 +86,11 @@ test-deployment: $(DEPLOY_STAMP)
 	$(BIN)/python -m pytest tests/deployment -p no:cacheprovider
 
 STACK_DIR ?= $(CURDIR)/.stack
-# SPARK_CONNECT=1: runs reach the cluster through a Spark Connect server.
+# Runs reach the cluster through a Spark Connect server (SPARK_CONNECT=0: each run is a driver of
+# its own on the master).
 # OBJECT_STORE=1: an S3-compatible object store too (bucket s3://lake) for the warehouse and source.
 stack-up: $(DEPLOY_STAMP)
-	$(BIN)/python -m deploy.stack up --dir $(STACK_DIR) $(if $(SPARK_CONNECT),--spark-connect) $(if $(OBJECT_STORE),--object-store)
+	$(BIN)/python -m deploy.stack up --dir $(STACK_DIR) $(if $(filter 0,$(SPARK_CONNECT)),--no-spark-connect) $(if $(OBJECT_STORE),--object-store)
 
 stack-down:
 	$(BIN)/python -m deploy.stack down --dir $(STACK_DIR)

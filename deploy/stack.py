@@ -3,10 +3,12 @@ with two workers (executors in their own JVMs), dagster-webserver and dagster-da
 instance (deploy/dagster.yaml). Everything listens on 127.0.0.1 only, on free ports; all state
 lives under one directory (default .stack/).
 
-    python -m deploy.stack up      start it; prints the UI's address and the environment to use
-    python -m deploy.stack up --spark-connect
-                                   also a Spark Connect server in front of the cluster; the
-                                   runs then reach Spark through it (SPARK_REMOTE)
+    python -m deploy.stack up      start it, with a Spark Connect server in front of the cluster
+                                   (the runs reach Spark through it: SPARK_REMOTE, no JVM of
+                                   their own); prints the UI's address and the environment to use
+    python -m deploy.stack up --no-spark-connect
+                                   without that server: each run is a Spark driver of its own
+                                   on the master
     python -m deploy.stack up --object-store
                                    also an S3-compatible object store (a moto server) with a
                                    bucket `lake`: the warehouse and source can be s3://lake/...
@@ -35,6 +37,7 @@ import pyarrow.fs as pafs
 import pyspark
 import yaml
 
+from resources.object_store import s3a_spark_conf
 from resources.spark import LOCAL_DEFAULTS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -240,11 +243,17 @@ class Stack:
                 "spark.driver.memory": "1g", "spark.executor.memory": WORKER_MEMORY, "spark.executor.cores": "1",
                 "spark.cores.max": str(WORKERS), "spark.sql.shuffle.partitions": "4"}
 
+    def connect_server_conf(self) -> dict[str, str]:
+        """The Connect server's driver settings: a driver's on this cluster and, with the object
+        store, S3A's (its executors read and write the store; a client cannot set them)."""
+        return {**self.driver_conf(), **(s3a_spark_conf(self.object_store_env()) if self.object_store_port else {})}
+
     def start_connect(self) -> None:
         """A Spark Connect server whose driver runs on the cluster: each run is one of its
-        sessions. It is started again, on the same port, whenever it dies (deploy/keep_running.py)."""
+        sessions. It is started again, on the same port, whenever it dies (deploy/keep_running.py).
+        """
         self.connect_port = free_port()
-        server = connect_server_command(self.spark_master, self.connect_port, self.driver_conf())
+        server = connect_server_command(self.spark_master, self.connect_port, self.connect_server_conf())
         self._start("spark-connect", [sys.executable, "-m", "deploy.keep_running", "--name", "spark-connect", "--",
                                       *server], self.spark_env())
         self._wait_for_port("spark-connect", self.connect_port, timeout=180)
@@ -281,9 +290,11 @@ class Stack:
 
     # -- the whole stack ----------------------------------------------------------
     @classmethod
-    def up(cls, directory: Path, env: dict[str, str] | None = None, *, spark_connect: bool = False,
+    def up(cls, directory: Path, env: dict[str, str] | None = None, *, spark_connect: bool = True,
            object_store: bool = False) -> "Stack":
-        """Start every component; on any failure, stop what was started and raise."""
+        """Start every component; on any failure, stop what was started and raise. With
+        `spark_connect` (production's way, the default) the runs reach Spark through a Connect
+        server; without it each run is a driver of its own on the master."""
         directory.mkdir(parents=True, exist_ok=True)
         if (previous := cls.load(directory)) is not None and previous.running():
             raise RuntimeError(f"a stack already runs from {directory}: `python -m deploy.stack down` first")
@@ -394,8 +405,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=["up", "down", "status"])
     parser.add_argument("--dir", type=Path, default=REPO / ".stack")
-    parser.add_argument("--spark-connect", action="store_true",
-                        help="up: also start a Spark Connect server; runs reach Spark through it")
+    parser.add_argument("--spark-connect", action=argparse.BooleanOptionalAction, default=True,
+                        help="up: start a Spark Connect server that the runs reach Spark through (the "
+                             "default); --no-spark-connect: each run is a Spark driver of its own on the master")
     parser.add_argument("--object-store", action="store_true",
                         help="up: also start an S3-compatible object store (moto) with a bucket 'lake'")
     args = parser.parse_args(argv)

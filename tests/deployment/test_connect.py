@@ -1,4 +1,4 @@
-"""The pipeline through Spark Connect (`make stack-up SPARK_CONNECT=1` runs the same server):
+"""The pipeline through Spark Connect (`make stack-up` runs the same server):
 a Connect server started from the installed pyspark, its driver on a standalone master with two
 workers, all on loopback. The CLI, pointed at it with SPARK_REMOTE, processes the source in
 two runs (new and late hours). The server killed, its supervisor starts it again on the same

@@ -40,7 +40,9 @@ def events(spark):
 
 
 def new_stack(request, env: dict[str, str], monkeypatch) -> Stack:
-    stack = Stack.up(stack_directory(request), env, object_store=True)
+    # Each run a Spark driver of its own on the master (the stack's other way; test_stack.py
+    # covers the Connect server): its executors write through S3A with no shared disk.
+    stack = Stack.up(stack_directory(request), env, spark_connect=False, object_store=True)
     request.addfinalizer(stack.down)
     for name, value in stack.object_store_env().items():  # this process reads the store too
         monkeypatch.setenv(name, value)
