@@ -250,8 +250,7 @@ class Stack:
 
     def start_connect(self) -> None:
         """A Spark Connect server whose driver runs on the cluster: each run is one of its
-        sessions. It is started again, on the same port, whenever it dies (deploy/keep_running.py).
-        """
+        sessions. It is started again, on the same port, whenever it dies (deploy/keep_running.py)."""
         self.connect_port = free_port()
         server = connect_server_command(self.spark_master, self.connect_port, self.connect_server_conf())
         self._start("spark-connect", [sys.executable, "-m", "deploy.keep_running", "--name", "spark-connect", "--",
