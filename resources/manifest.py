@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Callable, Collection, Iterable, Mapping, Sequence
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, write_deltalake
@@ -40,7 +39,7 @@ from incremental_assets.planning.processing_manifest import (
     item_status,
     open_lock,
 )
-from resources.manifest_items import split_item_id
+from resources.manifest_rows import record_from_row, record_to_row, records_from_rows, unsettled_rows
 from resources.tables.delta_log import load_table, scan_arrow
 
 OPERATOR = "operator"
@@ -130,7 +129,7 @@ class ManifestStore:
     def _snapshot(self, items: Iterable[str] | None = None) -> tuple[int, list[Record]]:
         """The table version and its records (only those of `items`, when given), in log order."""
         version, data = self._read(items)
-        return version, _records(data)
+        return version, records_from_rows(data)
 
     def version(self) -> int:
         """The table's version; -1 before the first record."""
@@ -174,12 +173,12 @@ class ManifestStore:
         return _states(self.records(items))
 
     def unsettled_states(self) -> dict[str, ItemState]:
-        """`states()` without the items that are plainly READY (see `_plainly_ready`): every
+        """`states()` without the items that are plainly READY (see `manifest_rows.plainly_ready`): every
         item that is locked, fail-locked, skipped, invalid or otherwise not a plain history is
         here with its status and records, as `states()` gives them. For views that look for
         problems: on a long history almost every item is plainly READY, and replaying them all
         in Python (3.6 s at 29,000 items) is what made the sensor slow."""
-        return _states(_records(_unsettled_rows(self._read()[1])))
+        return _states(records_from_rows(unsettled_rows(self._read()[1])))
 
     # -- writing ------------------------------------------------------------------
     def _commit(self, items: Sequence[str],
@@ -193,7 +192,7 @@ class ManifestStore:
             _check_sequence(records, new_records)
             seq = version + 1
             now = datetime.now(timezone.utc)
-            rows = [_record_to_row(r, seq, i, now) for i, r in enumerate(new_records)]
+            rows = [record_to_row(r, seq, i, now) for i, r in enumerate(new_records)]
             table = pa.Table.from_pylist(rows, schema=_SCHEMA)
             try:
                 if version < 0:
@@ -203,7 +202,7 @@ class ManifestStore:
                                     commit_properties=CommitProperties(max_commit_retries=0))
                 if seq % COMPACT_EVERY == 0:
                     self.compact()
-                return [_record_from_row(r) for r in rows]
+                return [record_from_row(r) for r in rows]
             except (CommitFailedError, FileExistsError) as exc:  # another writer won this version
                 last_error = exc
                 time.sleep(min(0.05 * (attempt + 1), 0.5))
@@ -390,49 +389,6 @@ def _only_items(data: pa.Table, items: Iterable[str] | None) -> pa.Table:
     return data.filter(pc.is_in(data["item_id"], value_set=pa.array(sorted(set(items)), pa.string())))
 
 
-def _records(data: pa.Table) -> list[Record]:
-    """Rows as records, in log order."""
-    rows = sorted(data.to_pylist(), key=lambda r: (r["seq"], r["seq_index"]))
-    return [_record_from_row(r) for r in rows]
-
-
-def _plainly_ready(data: pa.Table) -> np.ndarray:
-    """Per row of `data` (sorted by item, then in log order): whether its item is plainly READY,
-    so that replaying it can be skipped.
-
-    An item is plainly READY when its records are PROCESSING, PROCESSED pairs and nothing else,
-    each PROCESSED referring to the PROCESSING just before it, and no record id repeats: its
-    replay (`planning.processing_manifest`) takes the lock and closes it, pair after pair, and
-    ends READY. Anything else (a NEW, FAILED, RESOLVED or SKIPPED record, an open lock, a broken
-    reference) is left to the replay, so this never decides a status the rules would not.
-    """
-    n = data.num_rows
-    if n == 0 or pc.count_distinct(data["record_id"]).as_py() != n:
-        return np.zeros(n, dtype=bool)
-    item, state, record_id, previous = (data[name].combine_chunks() for name in
-                                        ("item_id", "state", "record_id", "previous_record_id"))
-
-    def flags(values) -> np.ndarray:
-        return values.fill_null(False).to_numpy(zero_copy_only=False)
-
-    processing = flags(pc.equal(state, State.PROCESSING.name))
-    processed = flags(pc.equal(state, State.PROCESSED.name))
-    same_item = flags(pc.equal(item.slice(1), item.slice(0, n - 1)))  # row i+1 and row i
-    refers_back = flags(pc.equal(previous.slice(1), record_id.slice(0, n - 1)))
-    # closes[i]: row i is a PROCESSED record that closes the PROCESSING record just before it.
-    closes = np.zeros(n, dtype=bool)
-    closes[1:] = processed[1:] & processing[:-1] & same_item & refers_back
-    closed = np.append(closes[1:], False)  # row i is a PROCESSING record that the next row closes
-    not_plain = pc.unique(item.filter(pa.array(~(closes | (processing & closed)))))
-    return ~flags(pc.is_in(item, value_set=not_plain))
-
-
-def _unsettled_rows(data: pa.Table) -> pa.Table:
-    """The rows of the items that are not plainly READY."""
-    data = data.sort_by([("item_id", "ascending"), ("seq", "ascending"), ("seq_index", "ascending")])
-    return data.filter(pa.array(~_plainly_ready(data)))
-
-
 def _check_sequence(existing: Sequence[Record], new_records: Sequence[Record]) -> None:
     """Every new record must be a legal append given those before it (planning rules)."""
     by_item: dict[str, list[Record]] = {}
@@ -448,26 +404,6 @@ def _new(item: str, state: State, application: str, run_id: str, previous: str |
          payload: Mapping | None) -> Record:
     return Record(record_id=uuid.uuid4().hex, item_id=item, state=state, application=application,
                   run_id=run_id, previous_record_id=previous, payload=dict(payload) if payload else None)
-
-
-def _record_to_row(record: Record, seq: int, index: int, now: datetime) -> dict:
-    asset, key = split_item_id(record.item_id)
-    return {
-        "seq": seq, "seq_index": index, "record_id": record.record_id, "item_id": record.item_id,
-        "asset": asset, "partition_key": key, "state": record.state.name,
-        "application": record.application, "run_id": record.run_id,
-        "previous_record_id": record.previous_record_id,
-        "payload": json.dumps(record.payload, default=str, sort_keys=True) if record.payload else None,
-        "recorded_at": record.recorded_at or now,
-    }
-
-
-def _record_from_row(row: Mapping) -> Record:
-    return Record(record_id=row["record_id"], item_id=row["item_id"], state=State[row["state"]],
-                  application=row["application"], run_id=row["run_id"],
-                  previous_record_id=row["previous_record_id"],
-                  payload=json.loads(row["payload"]) if row["payload"] else None,
-                  recorded_at=row["recorded_at"])
 
 
 def _fmt(value: datetime | None) -> str:

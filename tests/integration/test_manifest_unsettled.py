@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from incremental_assets.planning.processing_manifest import ItemStatus, Record, State
-from resources.manifest import _SCHEMA, ManifestStore, _record_to_row
+from resources.manifest import _SCHEMA, ManifestStore
+from resources.manifest_rows import record_to_row
 
 # What one step appends to an item's log: mostly well-formed pairs, with the shapes that make
 # an item anything but plainly READY.
@@ -67,7 +68,7 @@ def write_log(path: str, logs: list[list[Record]], seed: int) -> None:
         queues = [q for q in queues if q]
     commits = [ordered[i:i + 7] for i in range(0, len(ordered), 7)]
     for seq, records in enumerate(commits):
-        rows = [_record_to_row(record, seq, index, None) for index, record in enumerate(records)]
+        rows = [record_to_row(record, seq, index, None) for index, record in enumerate(records)]
         write_deltalake(path, pa.Table.from_pylist(rows, schema=_SCHEMA), mode="append")
 
 
