@@ -12,12 +12,11 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import pyarrow as pa
-from deltalake import write_deltalake
 
 from incremental_assets.names import ERASURE_REQUESTS
 from incremental_assets.settings import Settings
 from incremental_assets.transforms.erasure import ErasedIds
-from resources.tables import read_delta_arrow
+from resources.tables import append_arrow, read_delta_arrow
 
 REQUESTED, COMPLETED = "REQUESTED", "COMPLETED"
 REQUESTS_SCHEMA = pa.schema([
@@ -59,7 +58,7 @@ def erased_ids(settings: Settings) -> ErasedIds:
 
 def append_records(settings: Settings, records: list[RequestRecord]) -> None:
     rows = [{name: getattr(r, name) for name in REQUESTS_SCHEMA.names} for r in records]
-    write_deltalake(settings.table_path(ERASURE_REQUESTS), pa.Table.from_pylist(rows, schema=REQUESTS_SCHEMA), mode="append")
+    append_arrow(settings.table_path(ERASURE_REQUESTS), pa.Table.from_pylist(rows, schema=REQUESTS_SCHEMA))
 
 
 def open_requests(records: list[RequestRecord]) -> list[RequestRecord]:

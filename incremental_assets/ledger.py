@@ -15,44 +15,45 @@ Invariant once a plan is carried out: for every pair, aggregated + pending = fil
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 from datetime import date, datetime
 
 import pyarrow as pa
-from deltalake import DeltaTable, write_deltalake
+import pyarrow.compute as pc
+from deltalake import DeltaTable
 
 from incremental_assets.names import ATTRIBUTES, DAY_LEDGER, FILTERED_COUNTS, USERS_TO_REFRESH
 from incremental_assets.planning.attribute_declarations import VERSIONS_COLUMN
 from incremental_assets.planning.default_attributes import held_attribute_keys
 from incremental_assets.planning.late_days import LateDaysPlan, conservation_check, days_to_process
 from incremental_assets.settings import Settings
-from resources.tables import read_delta_arrow
+from resources.tables import append_arrow, read_delta_arrow
 
 Pair = tuple[date, date]  # (event day, load day)
 
 
 def _sums(table: pa.Table | None, value: str) -> dict[Pair, int]:
-    sums: dict[Pair, int] = {}
+    """Per pair, the sum of `value` (a null counts as 0); summed in Arrow: the ledgers hold a
+    row per load hour and event day, read at every sensor tick."""
     if table is None:
-        return sums
-    for row in table.select(["event_date", "load_date", value]).to_pylist():
-        key = (row["event_date"], row["load_date"])
-        sums[key] = sums.get(key, 0) + (row[value] or 0)
-    return sums
+        return {}
+    summed = table.group_by(["event_date", "load_date"]).aggregate([(value, "sum")])
+    return {(day, load_day): total or 0 for day, load_day, total in zip(
+        summed["event_date"].to_pylist(), summed["load_date"].to_pylist(), summed[f"{value}_sum"].to_pylist())}
 
 
 def _digests(table: pa.Table | None, rows: str, digest: str) -> dict[Pair, tuple[int, int | None]]:
     """Per pair: the rows and the sum of their content digests (None where a row was written
     before digests were kept, or the table has none)."""
-    sums: dict[Pair, tuple[int, int | None]] = {}
     if table is None:
-        return sums
-    has_digest = digest in table.column_names
-    for row in table.select(["event_date", "load_date", rows, *([digest] if has_digest else [])]).to_pylist():
-        key = (row["event_date"], row["load_date"])
-        count, total = sums.get(key, (0, 0))
-        value = row[digest] if has_digest else None
-        sums[key] = (count + (row[rows] or 0), None if total is None or value is None else total + value)
-    return sums
+        return {}
+    if digest not in table.column_names:
+        return {pair: (count, None) for pair, count in _sums(table, rows).items()}
+    summed = table.group_by(["event_date", "load_date"]).aggregate(
+        [(rows, "sum"), (digest, "sum"), (digest, "count", pc.CountOptions(mode="only_null"))])
+    return {(day, load_day): (count or 0, None if missing else total) for day, load_day, count, total, missing in zip(
+        summed["event_date"].to_pylist(), summed["load_date"].to_pylist(), summed[f"{rows}_sum"].to_pylist(),
+        summed[f"{digest}_sum"].to_pylist(), summed[f"{digest}_count"].to_pylist())}
 
 
 class DailyLedger:
@@ -77,6 +78,17 @@ class DailyLedger:
         pairs = filtered.keys() | aggregated.keys() | pending.keys()
         differences = {p: filtered.get(p, 0) - aggregated.get(p, 0) - pending.get(p, 0) for p in pairs}
         return {p: n for p, n in differences.items() if n}
+
+    def days_loaded_by_hour(self, hours: Iterable[datetime]) -> dict[datetime, set[date]]:
+        """Per load hour of `hours`, the event days its filtered rows landed on when it last ran."""
+        if self.counts is None:
+            return {}
+        loaded = self.counts["load_hour_tstamp"]
+        counts = self.counts.filter(pc.is_in(loaded, pa.array(sorted(hours), loaded.type)))
+        days: dict[datetime, set[date]] = {}
+        for hour, day in zip(counts["load_hour_tstamp"].to_pylist(), counts["event_date"].to_pylist()):
+            days.setdefault(hour, set()).add(day)
+        return days
 
     @functools.cached_property
     def content_changed_days(self) -> set[date]:
@@ -147,7 +159,7 @@ def record_pending(settings: Settings, new_pending: dict[Pair, int]) -> None:
     })
     path = settings.table_path(DAY_LEDGER)
     if not DeltaTable.is_deltatable(path):
-        write_deltalake(path, source, mode="append")
+        append_arrow(path, source)
         return
     (DeltaTable(path).merge(source, predicate="t.event_date = s.event_date AND t.load_date = s.load_date",
                             source_alias="s", target_alias="t", merge_schema=True)
@@ -181,18 +193,15 @@ def declared_attributes_changed(settings: Settings) -> bool:
     return recorded is not None and recorded != {d.key for d in settings.declared_attributes()}
 
 
-def days_loaded_by_hour(settings: Settings) -> dict[datetime, set[date]]:
-    """Per load hour, the event days its filtered rows landed on when it last ran."""
-    counts = read_delta_arrow(settings.table_path(FILTERED_COUNTS), ["event_date", "load_hour_tstamp"])
-    days: dict[datetime, set[date]] = {}
-    for row in [] if counts is None else counts.to_pylist():
-        days.setdefault(row["load_hour_tstamp"], set()).add(row["event_date"])
-    return days
-
-
-def days_loaded_between(settings: Settings, start, end) -> set[date]:
+def days_loaded_between(settings: Settings, start: datetime, end: datetime) -> set[date]:
     """The event days of the filtered rows loaded in [start, end)."""
-    return {day for hour, days in days_loaded_by_hour(settings).items() if start <= hour < end for day in days}
+    counts = read_delta_arrow(settings.table_path(FILTERED_COUNTS), ["event_date", "load_hour_tstamp"])
+    if counts is None:
+        return set()
+    hours = counts["load_hour_tstamp"]
+    loaded = counts.filter(pc.and_(pc.greater_equal(hours, pa.scalar(start, hours.type)),
+                                   pc.less(hours, pa.scalar(end, hours.type))))
+    return set(loaded["event_date"].to_pylist())
 
 
 def rows_accounted_for(settings: Settings) -> dict:

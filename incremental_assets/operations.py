@@ -18,7 +18,6 @@ from incremental_assets.planning.hours import parse_hour_key
 from incremental_assets.planning.processing_manifest import PROBLEM_STATUSES, ItemStatus, ManifestError, State
 from incremental_assets.progress import (
     fail_locked_days,
-    hours_under_other_rules,
     plan_next_run,
     processed_hours,
     recent_step_samples,
@@ -72,7 +71,7 @@ def _due_work(settings: Settings, plan, manifest: ManifestStore) -> str:
     due = set(plan.hours.due) | set(plan.hours.deferred)
     if not due:
         return "due: nothing"
-    other_rules = due & hours_under_other_rules(settings)
+    other_rules = due & plan.under_other_rules
     reasons = [(other_rules, "processed under other rules (a settings change)"), (plan.hours.new, "new"),
                (set(plan.hours.changed) - other_rules, "whose data changed"), (plan.hours.removed, "whose data is gone")]
     why = ", ".join(f"{len(hours)} {reason}" for hours, reason in reasons if hours) or "look-back"

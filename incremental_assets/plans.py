@@ -19,10 +19,9 @@ from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
 import pyarrow as pa
-from deltalake import write_deltalake
 
 from incremental_assets.forget import SOURCE, Found, find
-from incremental_assets.ledger import days_loaded_by_hour, late_days, recorded_attribute_keys
+from incremental_assets.ledger import DailyLedger, late_days, recorded_attribute_keys
 from incremental_assets.names import DAILY_AGGREGATES, HOURLY_ASSETS, PLANS
 from incremental_assets.planning.estimates import (
     describe_duration,
@@ -49,7 +48,6 @@ from incremental_assets.progress import (
     LoadHoursPlan,
     backfill_hours,
     current_snapshot,
-    hours_under_other_rules,
     last_event_day,
     plan_load_hours,
     recent_step_samples,
@@ -58,7 +56,7 @@ from incremental_assets.settings import Settings
 from incremental_assets.sources.load_hours import SourceSnapshot, rows_by_hour
 from incremental_assets.transforms.erasure import ErasedIds
 from resources.manifest import ManifestStore, abandoned_lock_check
-from resources.tables import TableStore, read_delta_arrow
+from resources.tables import TableStore, append_arrow, read_delta_arrow
 
 # The assets a restatement can start from: a load-hour asset (the four are one step: the load
 # hours, then the days and attributes after them) or daily_aggregates (event days, then attributes).
@@ -126,7 +124,7 @@ def due_plan(settings: Settings, now: datetime, *, manifest: ManifestStore, snap
     """The plan of the hours reconciliation found due (`due`, from this manifest and snapshot):
     `incremental-assets plan`'s, and the hourly sensor's for the runs it launches. Hours that
     catch up for some app ids say which ("app(s) mobile added")."""
-    return _plan(settings, now, DUE, _due_reasons(settings, due), set(), manifest=manifest, snapshot=snapshot)
+    return _plan(settings, now, DUE, _due_reasons(due), set(), manifest=manifest, snapshot=snapshot)
 
 
 def plan_erasure(settings: Settings, now: datetime, tables: TableStore, ids: ErasedIds, *, instance=None,
@@ -141,7 +139,7 @@ def plan_erasure(settings: Settings, now: datetime, tables: TableStore, ids: Era
     snapshot = current_snapshot(settings, now)
     due = plan_load_hours(settings, now=now, manifest=manifest, snapshot=snapshot,
                           lock_released=abandoned_lock_check(instance, settings.max_lock_age_hours))
-    reasons = _due_reasons(settings, due)
+    reasons = _due_reasons(due)
     for hour in found.load_hours:
         reasons.setdefault(hour, ERASED_HOUR)
     digests = tuple(sorted((column, d) for column, values in ids.digests.items() for d in values))
@@ -157,10 +155,10 @@ def erased_ids(plan: Plan) -> ErasedIds:
     return ErasedIds.of(plan.erasure.ids)
 
 
-def _due_reasons(settings: Settings, due: LoadHoursPlan) -> dict[datetime, str]:
+def _due_reasons(due: LoadHoursPlan) -> dict[datetime, str]:
     hours = due.hours
     reasons = hour_reasons(new=hours.new, changed=hours.changed, removed=hours.removed, lookback=hours.lookback,
-                           other_rules=set(hours.due) & hours_under_other_rules(settings))
+                           other_rules=set(hours.due) & due.under_other_rules)
     for hour in due.catch_up.apps_by_hour:
         if hour not in due.catch_up.blocked:
             reasons.setdefault(hour, due.catch_up.reason(hour))
@@ -173,7 +171,8 @@ def _plan(settings: Settings, now: datetime, trigger: str, reasons: dict[datetim
     rows = None if snapshot is None else rows_by_hour(snapshot.path, snapshot.version, reasons)
     hours = tuple(PlannedHour(hour, reasons[hour], None if rows is None else rows[hour])
                   for hour in sorted(reasons))
-    days = widened_days(reasons, days_loaded_by_hour(settings), set(late_days(settings)[0].days), requested,
+    daily = DailyLedger(settings)
+    days = widened_days(reasons, daily.days_loaded_by_hour(reasons), set(late_days(settings, daily)[0].days), requested,
                         erased_days)
     cost = fit_step_cost(recent_step_samples(manifest))
     runs = _runs(sorted(reasons), settings.max_hours_per_run)
@@ -289,7 +288,7 @@ def from_json(text: str) -> Plan:
 
 def record_plan(settings: Settings, plan: Plan, now: datetime) -> None:
     row = {"plan_id": plan.plan_id, "plan": as_json(plan), "recorded_at": now}
-    write_deltalake(settings.table_path(PLANS), pa.Table.from_pylist([row], schema=PLANS_SCHEMA), mode="append")
+    append_arrow(settings.table_path(PLANS), pa.Table.from_pylist([row], schema=PLANS_SCHEMA))
 
 
 def recorded_plan(settings: Settings, plan_id: str) -> Plan:

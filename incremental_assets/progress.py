@@ -174,15 +174,13 @@ def processed_hours(settings: Settings, ledger: pa.Table | None = None) -> dict[
                                               utc_datetimes(table["processed_at"]))}
 
 
-def hours_under_other_rules(settings: Settings) -> set[datetime]:
-    """The processed load hours whose rules digest is not the settings' now: a change of
-    app_ids, event_names or a rejection rule makes them due again."""
-    table = _ledger(settings)
-    if table is None:
-        return set()
-    digest = settings.rules_digest()
-    return {hour for hour, rule in zip(utc_datetimes(table["load_hour_tstamp"]), table["rules_digest"].to_pylist())
-            if rule != digest}
+def _under_other_rules(ledger: pa.Table | None, digest: str) -> frozenset[datetime]:
+    """The processed load hours whose rules digest is not `digest`, the settings' now: a change
+    of app_ids, event_names or a rejection rule makes them due again."""
+    if ledger is None:
+        return frozenset()
+    other = ledger.filter(pc.fill_null(pc.not_equal(ledger["rules_digest"], digest), True))
+    return frozenset(utc_datetimes(other["load_hour_tstamp"]))
 
 
 def unchanged_by_maintenance(processed: dict[datetime, ProcessedHour], ledger: pa.Table | None,
@@ -228,6 +226,7 @@ class LoadHoursPlan:
     skipped: int  # hours an operator skipped
     before_start: BeforeStart | None = None  # what a start_date moved later left, removed by the next run
     catch_up: CatchUp = CatchUp(runs=[])  # hours processed for other app ids than declared (planning.app_units)
+    under_other_rules: frozenset[datetime] = frozenset()  # processed hours whose rules digest is not today's
 
     @property
     def ranges(self) -> list[tuple[datetime, datetime]]:
@@ -312,8 +311,12 @@ class BeforeStart:
 def before_start(settings: Settings) -> BeforeStart | None:
     """What the ledgers hold before the start (None: nothing, the usual case). Two small delta-rs
     reads, no Spark."""
+    return _before_start(settings, read_delta_arrow(settings.table_path(HOUR_LEDGER), ["load_hour_tstamp"]))
+
+
+def _before_start(settings: Settings, hours: pa.Table | None) -> BeforeStart | None:
+    """`before_start`, with the hour ledger (its `load_hour_tstamp`) already read."""
     first_hour, first_day = first_load_hour(settings), settings.start_date.date()
-    hours = read_delta_arrow(settings.table_path(HOUR_LEDGER), ["load_hour_tstamp"])
     days = read_delta_arrow(settings.table_path(DAY_LEDGER), ["event_date"])
     early_hours = 0 if hours is None else pc.sum(pc.less(hours["load_hour_tstamp"], first_hour)).as_py() or 0
     early_days = 0 if days is None else len(pc.unique(pc.filter(days["event_date"],
@@ -413,7 +416,7 @@ def plan_load_hours(settings: Settings, *, now: datetime, manifest: ManifestStor
                          lookback_window_hours=settings.lookback_window_hours,
                          max_hours_per_run=settings.max_hours_per_run)
     due_blocked = {h: why for h, why in blocked.items() if _differs(h, source, processed)}
-    moved = before_start(settings)
+    moved = _before_start(settings, ledger)
     if moved is not None and not hours.ranges and moved.first_hour + HOUR <= now and moved.first_hour not in blocked:
         # Nothing else is due: the start's first hour runs (again) so that its run removes what
         # the hours before the start left; a run of a processed hour changes nothing else.
@@ -432,7 +435,8 @@ def plan_load_hours(settings: Settings, *, now: datetime, manifest: ManifestStor
                                  fail_locked={} if settings.auto_resolve_failures else unit_fail_locks(manifest))
     return LoadHoursPlan(hours=hours, state=RunState.STANDARD if processed else RunState.FIRST_RUN,
                          source_version=snapshot.version if snapshot else None, blocked=due_blocked,
-                         skipped=len(states.skipped | set(skipped_at)), before_start=moved, catch_up=catch_up)
+                         skipped=len(states.skipped | set(skipped_at)), before_start=moved, catch_up=catch_up,
+                         under_other_rules=_under_other_rules(ledger, digest))
 
 
 def _differs(hour: datetime, source: dict, processed: dict) -> bool:

@@ -13,11 +13,10 @@ from collections.abc import Iterable
 from datetime import datetime, timezone
 
 import pyarrow as pa
-from deltalake import write_deltalake
 
 from incremental_assets.names import SKIPPED_HOURS
 from incremental_assets.settings import Settings
-from resources.tables import read_delta_arrow
+from resources.tables import append_arrow, read_delta_arrow
 
 SKIPPED_HOURS_SCHEMA = pa.schema([
     ("load_hour_tstamp", pa.timestamp("us", tz="UTC")),
@@ -40,5 +39,4 @@ def skipped_hours(settings: Settings) -> dict[datetime, datetime]:
 
 def record_skips(settings: Settings, hours: Iterable[datetime], *, note: str, now: datetime) -> None:
     rows = [{"load_hour_tstamp": hour, "note": note, "recorded_at": now} for hour in hours]
-    write_deltalake(settings.table_path(SKIPPED_HOURS), pa.Table.from_pylist(rows, schema=SKIPPED_HOURS_SCHEMA),
-                    mode="append")
+    append_arrow(settings.table_path(SKIPPED_HOURS), pa.Table.from_pylist(rows, schema=SKIPPED_HOURS_SCHEMA))

@@ -40,7 +40,7 @@ from incremental_assets.planning.processing_manifest import (
     open_lock,
 )
 from resources.manifest_rows import record_from_row, record_to_row, records_from_rows, unsettled_rows
-from resources.tables.delta_log import load_table, scan_arrow
+from resources.tables.delta_log import NEW_TABLE_CONFIGURATION, load_table, scan_arrow
 
 OPERATOR = "operator"
 # Commits between compactions of the manifest table. Every claim and close reads the whole
@@ -196,7 +196,7 @@ class ManifestStore:
             table = pa.Table.from_pylist(rows, schema=_SCHEMA)
             try:
                 if version < 0:
-                    write_deltalake(self.path, table, mode="error")
+                    write_deltalake(self.path, table, mode="error", configuration=NEW_TABLE_CONFIGURATION)
                 else:
                     write_deltalake(DeltaTable(self.path, version=version), table, mode="append",
                                     commit_properties=CommitProperties(max_commit_retries=0))

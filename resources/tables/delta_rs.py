@@ -16,6 +16,8 @@ from deltalake.transaction import create_table_with_add_actions
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from resources.tables.delta_log import (
+    CHECKPOINT_INTERVAL_PROPERTY,
+    NEW_TABLE_CONFIGURATION,
     absolute_file_paths,
     add_actions,
     files_in_selection,
@@ -62,7 +64,7 @@ from resources.tables.ranges import (
     spark_type_name,
 )
 from resources.tables.scans import record_scan
-from resources.tables.staging import StagedRows, delta_field, stats_configuration
+from resources.tables.staging import StagedRows, delta_field, new_table_configuration
 from resources.tables.staging import stats_columns as stats_columns_of
 
 
@@ -201,7 +203,7 @@ class DeltaRsTableStore(TableStore):
         """Create the table with `data` as version 0; a concurrent creator makes us retry."""
         with _losing_to_a_concurrent_creator(path):
             self._write_arrow(path, data, mode="error", partition_by=partition_by or None,
-                              commit_properties=commit_properties, configuration=stats_configuration(data.schema))
+                              commit_properties=commit_properties, configuration=new_table_configuration(data.schema))
         return WriteResult(rows_written=data.num_rows, version=0, rows_deleted=rows_deleted)
 
     def _commit(self, operation: Callable[[], WriteResult]) -> WriteResult:
@@ -311,7 +313,7 @@ class DeltaRsTableStore(TableStore):
         with _losing_to_a_concurrent_creator(path):
             create_table_with_add_actions(path, DeltaSchema.from_arrow(arrow_schema), adds, mode="error",
                                           partition_by=partition_by or None,
-                                          configuration=stats_configuration(arrow_schema),
+                                          configuration=new_table_configuration(arrow_schema),
                                           commit_properties=CommitProperties(
                                               app_transactions=[Transaction(REPLACE_APP_ID, 0)]))
         return WriteResult(rows_written=rows_written, version=0, rows_deleted=0)
@@ -448,6 +450,9 @@ class DeltaRsTableStore(TableStore):
             partitions = table.metadata().partition_columns
             filters = [(partitions[0], ">=", str(partitions_from))] if partitions and partitions_from else None
             metrics = table.optimize.compact(partition_filters=filters)
+            if CHECKPOINT_INTERVAL_PROPERTY not in table.metadata().configuration:
+                table.alter.set_table_properties(NEW_TABLE_CONFIGURATION)
+            table.create_checkpoint()
             return metrics.get("numFilesRemoved", 0)
 
         return self._commit(attempt)

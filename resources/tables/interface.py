@@ -186,7 +186,8 @@ class TableStore(abc.ABC):
     def compact(self, name: str, *, partitions_from: str | None = None) -> int:
         """Rewrite the table's small files into fewer, larger ones (same rows, a commit that
         changes no data); with `partitions_from`, only partitions whose (date) value is
-        >= it. Returns the number of files rewritten."""
+        >= it; then a checkpoint of the log, and a table created before this product set
+        `delta.checkpointInterval` gets it. Returns the number of files rewritten."""
 
     @abc.abstractmethod
     def vacuum(self, name: str, *, retention_hours: float) -> int:

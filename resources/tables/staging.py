@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 
 from resources.object_store import filesystem as object_filesystem
 from resources.object_store import is_object_store
+from resources.tables.delta_log import NEW_TABLE_CONFIGURATION
 
 
 def delta_field(field: pa.Field) -> pa.Field:
@@ -191,6 +192,8 @@ def stats_columns(schema: pa.Schema) -> list[str]:
             if pa.types.is_timestamp(f.type) or pa.types.is_date(f.type) or pa.types.is_integer(f.type)]
 
 
-def stats_configuration(schema: pa.Schema) -> dict[str, str] | None:
+def new_table_configuration(schema: pa.Schema) -> dict[str, str]:
+    """The table properties of a table created with `schema`: its statistics' columns, and a
+    checkpoint every few commits (`NEW_TABLE_CONFIGURATION`)."""
     columns = stats_columns(schema)
-    return {STATS_COLUMNS_PROPERTY: ",".join(columns)} if columns else None
+    return {**NEW_TABLE_CONFIGURATION, **({STATS_COLUMNS_PROPERTY: ",".join(columns)} if columns else {})}
