@@ -15,7 +15,6 @@ sensors' runs, and the sensors then rebuild the days those runs touch and attrib
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import sys
@@ -63,6 +62,7 @@ from incremental_assets.planning.plans import Plan
 from incremental_assets.planning.reconcile import split_ranges
 from incremental_assets.planning.run_limits import RunLimits
 from incremental_assets.plans import erased_ids, plan_to_apply, recorded_plan
+from incremental_assets.process_memory import keep_long_lived_out_of_collections, release_jvm_references
 from incremental_assets.progress import (
     backfill_hours,
     catch_up_tags,
@@ -183,25 +183,6 @@ def execute_with_origin(job_name: str, instance, *, tags: dict[str, str], run_co
     run = instance.create_run_for_job(job_def=job, run_config=run_config, tags={**job.run_tags, **tags},
                                       remote_job_origin=origin, job_code_origin=recon_job.get_python_origin())
     return execute_run(recon_job, run, instance, raise_on_error=False)
-
-
-def keep_long_lived_out_of_collections() -> None:
-    """Before the process's first run: what is alive then (modules, the code location, the Spark
-    session) lives as long as the process, so it is frozen out of the cycle collector's walks
-    (`gc.freeze`, after a collection so no garbage is kept). `release_jvm_references` then walks
-    the runs' objects alone: 120 to 140 ms a run before, three runs a warm hour."""
-    if not gc.get_freeze_count():
-        gc.collect()
-        gc.freeze()
-
-
-def release_jvm_references() -> None:
-    """Collect the run's Python reference cycles now. They hold Py4J references to the run's
-    DataFrames and query plans, and the JVM cannot free those until Python lets go; Python's
-    cycle collector follows Python allocations, which are small here, so without this a driver
-    that runs job after job grew by about 150 MB per run (after a full JVM GC) until its heap
-    ran out; with it the heap stays flat."""
-    gc.collect()
 
 
 def failure_line(error) -> str:

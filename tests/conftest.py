@@ -40,7 +40,7 @@ TEST_SPARK_CONF = {
 def release_jvm_references():
     """After each test, collect Python's reference cycles: they hold Py4J references to the
     test's DataFrames, and the one JVM of the session must be able to free them (see
-    `incremental_assets.runner.release_jvm_references`)."""
+    `incremental_assets.process_memory.release_jvm_references`)."""
     yield
     gc.collect()
 

@@ -45,6 +45,7 @@ from incremental_assets.names import (
 from incremental_assets.partitions import LOAD_SETTINGS
 from incremental_assets.planning.hours import hour_key, hour_keys, hours_between
 from incremental_assets.plans import due_plan, record_plan
+from incremental_assets.process_memory import keep_long_lived_out_of_collections
 from incremental_assets.progress import catch_up_tags, first_load_hour, plan_load_hours
 from incremental_assets.settings import parse_utc_datetime
 from incremental_assets.sources.load_hours import source_snapshot
@@ -139,4 +140,5 @@ def source_observations(snapshot, hours: list[datetime]) -> list[AssetObservatio
                 "the oldest load hours whose data differs from what they were processed from.",
 )
 def hourly_load_sensor(context: SensorEvaluationContext, warehouse: WarehouseResource) -> SensorResult:
+    keep_long_lived_out_of_collections()  # the code server's modules, from its first tick on
     return hourly_run_request(warehouse, now=utc_now(), instance=context.instance)

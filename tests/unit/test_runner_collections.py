@@ -4,7 +4,7 @@ and the objects that live as long as the process are not walked by every collect
 import gc
 import weakref
 
-from incremental_assets.runner import keep_long_lived_out_of_collections, release_jvm_references
+from incremental_assets.process_memory import keep_long_lived_out_of_collections, release_jvm_references
 
 
 class Node:
