@@ -186,8 +186,9 @@ class TableStore(abc.ABC):
     def compact(self, name: str, *, partitions_from: str | None = None) -> int:
         """Rewrite the table's small files into fewer, larger ones (same rows, a commit that
         changes no data); with `partitions_from`, only partitions whose (date) value is
-        >= it; then a checkpoint of the log, and a table created before this product set
-        `delta.checkpointInterval` gets it. Returns the number of files rewritten."""
+        >= it. The delta-rs engine then writes a checkpoint of the log and sets
+        `delta.checkpointInterval` on a table created without it (Spark checkpoints every 10
+        commits by default). Returns the number of files rewritten."""
 
     @abc.abstractmethod
     def vacuum(self, name: str, *, retention_hours: float) -> int:
