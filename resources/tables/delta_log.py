@@ -1,5 +1,5 @@
 """Reading a Delta table's log with delta-rs: its files and their statistics, pruning them by
-a time range, and small tables read into Arrow without Spark."""
+a time range, and small tables read into Arrow (and appended from it) without Spark."""
 
 from __future__ import annotations
 

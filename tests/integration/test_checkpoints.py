@@ -13,6 +13,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from resources.manifest import ManifestStore
 from resources.tables import append_arrow, table_store
+from tests.delta_reads import read_table
 
 pytestmark = pytest.mark.spark
 
@@ -45,7 +46,7 @@ def test_small_tables_and_the_manifest_are_created_with_the_interval(tmp_path):
     ManifestStore(str(tmp_path / "manifest")).skip(["base_events/2026-01-05-00:00"], note="created")
 
     assert interval(tmp_path / "ledger") == "10"
-    assert DeltaTable(str(tmp_path / "ledger")).to_pyarrow_table().num_rows == 4
+    assert read_table(tmp_path / "ledger").num_rows == 4
     assert interval(tmp_path / "manifest") == "10"
 
 
@@ -60,7 +61,7 @@ def test_compaction_checkpoints_an_older_table_and_gives_it_the_interval(spark, 
     latest = DeltaTable(str(path)).version()
     assert interval(path) == "10"
     assert checkpoints(path) == [latest]
-    assert sorted(DeltaTable(str(path)).to_pyarrow_table().column("n").to_pylist()) == [1] * 5 + [2] * 5
+    assert sorted(read_table(path).column("n").to_pylist()) == [1] * 5 + [2] * 5
     # Loading from the checkpoint sees the same table as replaying every commit would.
     assert DeltaTable(str(path)).file_uris() == DeltaTable(str(path), version=latest).file_uris()
     assert store.read("old").count() == 10
