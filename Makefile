@@ -135,7 +135,7 @@ validate: setup
 # of its last day); any INCREMENTAL_* variable set in the environment wins.
 DEMO_LAST_DAY = $(shell $(PYTHON) -c 'import datetime as d; print(d.date.fromisoformat("$(DEMO_START)") + d.timedelta(days=$(DEMO_DAYS) - 1))')
 ui: setup
-	@mkdir -p $(DAGSTER_HOME) && test -f $(DAGSTER_HOME)/dagster.yaml || printf 'telemetry:\n  enabled: false\n' > $(DAGSTER_HOME)/dagster.yaml
+	@mkdir -p $(DAGSTER_HOME) && test -f $(DAGSTER_HOME)/dagster.yaml || $(BIN)/python -c 'import sys; from resources.sqlite_storage import local_instance_yaml; sys.stdout.write(local_instance_yaml(sys.argv[1]))' $(DAGSTER_HOME) > $(DAGSTER_HOME)/dagster.yaml
 	INCREMENTAL_START_DATE=$${INCREMENTAL_START_DATE:-$(DEMO_START)} \
 	INCREMENTAL_SOURCE_PATH=$${INCREMENTAL_SOURCE_PATH:-$(SAMPLE_LAKE)} \
 	INCREMENTAL_ATTRIBUTES_AS_OF=$${INCREMENTAL_ATTRIBUTES_AS_OF:-$(DEMO_LAST_DAY)} \

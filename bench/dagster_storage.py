@@ -1,7 +1,8 @@
 """Where the benchmark's Dagster instances keep their runs and events.
 
-- `sqlite` (the default): Dagster's files under each instance's home, the embedded default
-  of `make demo`, the CLI and the tests.
+- `sqlite` (the default): Dagster's files under each instance's home, through the storage
+  class of the local instance `make demo` and `make ui` write (resources/sqlite_storage.py:
+  the event log's connections kept open).
 - `postgres`: one PostgreSQL server for the whole benchmark, from the OS's binaries as
   `make stack-up` starts it but with fsync on, as a production server runs; each instance gets
   a fresh database. This is what production runs on (deploy/dagster.yaml).
@@ -22,6 +23,7 @@ import yaml
 from dagster import DagsterInstance
 
 from deploy.stack import Stack, deployed_storage
+from resources.sqlite_storage import local_instance_yaml
 
 KINDS = ("postgres", "sqlite")
 
@@ -59,11 +61,11 @@ class DagsterStorage:
         process started with DAGSTER_HOME=path uses the same instance."""
         shutil.rmtree(path, ignore_errors=True)
         path.mkdir(parents=True)
-        storage = ""
-        if self._stack is not None:
-            url = self._stack.fresh_database(re.sub(r"[^a-z0-9_]", "_", path.name.lower()))
-            storage = yaml.safe_dump(deployed_storage(url))
-        (path / "dagster.yaml").write_text(storage + "telemetry:\n  enabled: false\n")
+        if self._stack is None:
+            (path / "dagster.yaml").write_text(local_instance_yaml(path))
+            return path
+        url = self._stack.fresh_database(re.sub(r"[^a-z0-9_]", "_", path.name.lower()))
+        (path / "dagster.yaml").write_text(yaml.safe_dump(deployed_storage(url)) + "telemetry:\n  enabled: false\n")
         return path
 
     def instance(self, path: Path):

@@ -32,11 +32,13 @@ def _ensure_lake(lake: Path, *, start: date, days: int, events: int, seed: int) 
 def _quiet_instance():
     from dagster import DagsterInstance
 
+    from resources.sqlite_storage import local_instance_yaml
+
     home = Path(os.environ.setdefault("DAGSTER_HOME", str(Path(".dagster_home").resolve())))
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
     if not config.exists():
-        config.write_text("telemetry:\n  enabled: false\n")
+        config.write_text(local_instance_yaml(home))
     return DagsterInstance.get()
 
 

@@ -20,10 +20,10 @@ max_connections (100 by default) or a pooler in front of it accordingly.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from dagster_postgres import DagsterPostgresStorage
 from dagster_postgres.utils import create_pg_engine, get_token_provider_from_config, pg_url_from_config
+
+from resources.storage_tables import remembering_present_tables
 
 MAX_OVERFLOW = 10
 RECYCLE_SECONDS = 1800
@@ -33,18 +33,6 @@ def pooled_engine(postgres_url: str, token_provider=None):
     """An engine that keeps one connection open (autocommit, as dagster-postgres uses)."""
     return create_pg_engine(postgres_url, token_provider, isolation_level="AUTOCOMMIT", pool_size=1,
                             max_overflow=MAX_OVERFLOW, pool_pre_ping=True, pool_recycle=RECYCLE_SECONDS)
-
-
-def remembering_present_tables(has_table: Callable[[str], bool]) -> Callable[[str], bool]:
-    """`has_table` that asks the server again only about tables it has not found yet."""
-    present: set[str] = set()
-
-    def has_table_remembered(table_name: str) -> bool:
-        if table_name not in present and has_table(table_name):
-            present.add(table_name)
-        return table_name in present
-
-    return has_table_remembered
 
 
 class PooledPostgresStorage(DagsterPostgresStorage):

@@ -17,9 +17,13 @@ def test_sqlite_homes_start_empty_and_keep_runs_under_the_home(tmp_path):
         instance = storage.instance(home)
 
         assert not (home / "left_by_an_earlier_run").exists()
-        assert yaml.safe_load((home / "dagster.yaml").read_text()) == {"telemetry": {"enabled": False}}
+        config = yaml.safe_load((home / "dagster.yaml").read_text())
+        assert config["telemetry"] == {"enabled": False}
+        assert config["storage"]["custom"]["config"] == {"base_dir": str(home.resolve())}
         assert instance.root_directory == str(home)
-        assert type(instance.event_log_storage).__name__.startswith("Sqlite")
+        # The local instance's storage: Dagster's SQLite files, connections kept.
+        assert type(instance.event_log_storage).__name__ == "KeptConnectionsEventLogStorage"
+        assert (home / "history" / "runs.db").exists()
         assert not (tmp_path / "unused").exists()  # no server for SQLite
 
 
