@@ -1,13 +1,13 @@
-"""Dagster's SQLite storage with its event log's connections kept (the local instance's, which the
-Makefile's dagster.yaml names; production's is PostgreSQL, resources/postgres_storage.py).
+"""Dagster's SQLite storage with its event log's connections kept: the local instance's (`make
+demo` and `make ui` write its dagster.yaml, `local_instance_yaml`, into a new $DAGSTER_HOME; an
+existing one is left as it is). Production's is PostgreSQL, resources/postgres_storage.py.
 
 Dagster's SQLite event log builds an engine and opens a connection for every statement, and
 for every asset check event asks the index database whether a table exists, through one more
 connection. A run writes several events per partition and asset, so a 7-day backfill spent
 about a third of its time there (docs/performance.md has the measures).
 
-`local_instance_yaml` is the dagster.yaml of such an instance (`make ui` and `make demo` write it
-into a new $DAGSTER_HOME; an existing one is left as it is). `KeptSqliteStorage` is `DagsterSqliteStorage` (same config, files, tables and migrations) whose
+`KeptSqliteStorage` is `DagsterSqliteStorage` (same config, files, tables and migrations) whose
 event log keeps one connection per database file: the index's, and those of the last
 `RUN_DATABASES_KEPT` runs it wrote or read (each run has a database of its own), the others
 closed when evicted. Statements still take the storage's lock one at a time, and each commits
