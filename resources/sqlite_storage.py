@@ -34,7 +34,6 @@ from dagster._core.storage.sqlite_storage import (
     _runs_directory,
     _schedule_directory,
 )
-from dagster._utils import mkdir_p
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import QueuePool
 
@@ -108,13 +107,9 @@ class KeptSqliteStorage(DagsterSqliteStorage):
 
     @classmethod
     def from_config_value(cls, inst_data, config_value) -> "KeptSqliteStorage":
-        # The stock class builds a DagsterSqliteStorage here, whatever the subclass.
+        # The stock class builds a DagsterSqliteStorage here, whatever the subclass; its
+        # `from_local` (which creates the directory) builds `cls`.
         return cls.from_local(inst_data=inst_data, **config_value)
-
-    @classmethod
-    def from_local(cls, base_dir: str, inst_data=None) -> "KeptSqliteStorage":
-        mkdir_p(base_dir)
-        return cls(base_dir, inst_data=inst_data)
 
 
 def local_instance_yaml(home: Path | str) -> str:
