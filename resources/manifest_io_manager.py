@@ -77,6 +77,7 @@ class TableWrite:
     merge_keys: Sequence[str] = ()
     partition_by: Sequence[str] = ()
     within: tuple[str, tuple] | None = None  # replace: only the range's rows whose column holds one of the values
+    small: bool = False  # the rows are expected few (an hour's, a ledger's): the store may collect them (TableStore)
 
 
 @dataclass
@@ -125,6 +126,7 @@ class TableOutput:
     metadata: dict[str, Any] = field(default_factory=dict)
     payload: dict[str, Any] = field(default_factory=dict)  # stored with every PROCESSED record
     materialized: list[Any] = field(default_factory=list)  # DataFrames to release once written
+    small: bool = False  # the rows are expected few (an hour's): the store may collect them (TableStore)
 
 
 def partition_items(context, names: Sequence[str], unit: str | None = None) -> list[str]:
@@ -271,15 +273,15 @@ class ManifestIOManager(ConfigurableIOManager):
             start, end = spec.range or _window_bounds(window, spec.range_column.endswith("_date"))
             key, values = spec.within or (None, ())
             rows = [RowRange(spec.range_column, start, end, key=key, values=tuple(values)), *spec.rows]
-            return tables.replace(spec.table, df, rows=rows, partition_by=partition_by)
+            return tables.replace(spec.table, df, rows=rows, partition_by=partition_by, small=spec.small)
         if spec.write == "replace_keys":
-            return tables.replace_keys(spec.table, df, key=spec.key, keys=spec.keys)
+            return tables.replace_keys(spec.table, df, key=spec.key, keys=spec.keys, small=spec.small)
         if spec.write == "merge":
-            return tables.merge(spec.table, df, keys=list(spec.merge_keys), partition_by=partition_by)
+            return tables.merge(spec.table, df, keys=list(spec.merge_keys), partition_by=partition_by, small=spec.small)
         if spec.write == "overwrite":
-            return tables.overwrite(spec.table, df, partition_by=partition_by)
+            return tables.overwrite(spec.table, df, partition_by=partition_by, small=spec.small)
         if spec.write == "append":
-            return tables.append(spec.table, df, partition_by=partition_by)
+            return tables.append(spec.table, df, partition_by=partition_by, small=spec.small)
         raise ValueError(f"unknown write mode {spec.write!r} for table {spec.table}")
 
     def handle_output(self, context: OutputContext, obj: TableOutput | None) -> None:
@@ -291,7 +293,7 @@ class ManifestIOManager(ConfigurableIOManager):
         main = TableWrite(table=meta.get("table", name), df=obj.df, write=obj.write or meta.get("write", "overwrite"),
                           range_column=meta.get("range_column"), rows=obj.rows, key=meta.get("key"),
                           keys=obj.keys, merge_keys=tuple(meta.get("keys", ())),
-                          partition_by=tuple(meta.get("partition_by", ())), within=obj.within)
+                          partition_by=tuple(meta.get("partition_by", ())), within=obj.within, small=obj.small)
         claim = obj.claim
         results: dict[str, WriteResult] = {}
         try:

@@ -51,6 +51,7 @@ from incremental_assets.planning.processing_manifest import ItemStatus
 from resources.manifest import ItemLockedError, abandoned_lock_check
 from resources.manifest_io_manager import TableOutput, TableWrite, claimed
 from resources.manifest_items import split_item_id
+from resources.tables import rows_collected_at_most
 from resources.warehouse import WarehouseResource
 
 # attributes is one manifest item for every user. A second attributes run (the sensor's beside
@@ -82,16 +83,19 @@ def daily_aggregates(context: AssetExecutionContext, warehouse: WarehouseResourc
     require_table(warehouse, FILTERED_EVENTS, DAILY_AGGREGATES, "run the load hours (hourly_job) first")
     with claimed(context, warehouse, [DAILY_AGGREGATES]) as claim:
         results = aggregate_days(warehouse, first_day, end_day, context.run_id)
-        _add_day_metadata(context, figures_by_day(warehouse, results, first_day, end_day))
+        figures = figures_by_day(warehouse, results, first_day, end_day)
+        _add_day_metadata(context, figures)
         on_last_partition(context, {**settings_metadata(warehouse.settings), **schema_metadata(results.daily)})
+        # A few days' rows, and the queue's and ledger's (narrow): the table store may collect them.
+        small = sum(f.rows for f in figures.values()) <= rows_collected_at_most(len(results.daily.columns))
         return TableOutput(
-            df=results.daily, claim=claim,
+            df=results.daily, claim=claim, small=small,
             materialized=[results.daily, *([results.states] if results.states is not None else [])],
             # The queue first: it compares the days' rows as stored with their rebuild.
-            before=[TableWrite(USERS_TO_REFRESH, results.users_to_refresh, "append"),
+            before=[TableWrite(USERS_TO_REFRESH, results.users_to_refresh, "append", small=True),
                     *([TableWrite(ATTRIBUTE_STATES, results.states, "replace_range", range_column="event_date",
                                   partition_by=["event_date"])] if results.states is not None else [])],
-            markers=[TableWrite(DAY_LEDGER, results.ledger, "replace_range", range_column="event_date")],
+            markers=[TableWrite(DAY_LEDGER, results.ledger, "replace_range", range_column="event_date", small=True)],
             metadata=run_state_metadata(context, warehouse.settings),
             payload={"days": f"{first_day}..{date.fromordinal(end_day.toordinal() - 1)}"})
 
@@ -172,8 +176,9 @@ def _attributes_output(context: AssetExecutionContext, warehouse: WarehouseResou
         context.log.info(f"declared attributes new to the table, computed for every user: "
                          f"{', '.join(d.name for d in update.new)}; states computed from every day for "
                          f"{len(update.backfilled)} state key(s) no attribute the table held reads")
+    # The queued users' rows are few after an hour (more after a backfill: the store then stages them).
     return TableOutput(df=update.rows, claim=claim, write="overwrite" if update.full else None,
-                       keys=update.keys, before=before, after=after,
+                       keys=update.keys, before=before, after=after, small=not update.full,
                        materialized=[update.backfill] if update.backfill is not None else [], metadata={
                            **run_state_metadata(context, warehouse.settings),
                            **settings_metadata(warehouse.settings),

@@ -64,6 +64,7 @@ from incremental_assets.progress import app_ids_processed_now
 from incremental_assets.sources.reader import require_source
 from incremental_assets.start_moved import remove_rows_before_start
 from resources.manifest_io_manager import TableOutput, TableWrite, claimed
+from resources.tables import rows_collected_at_most
 from resources.warehouse import WarehouseResource
 
 GROUP = "load_hours"
@@ -150,32 +151,36 @@ def hourly_assets(context: AssetExecutionContext, warehouse: WarehouseResource):
         # The record of the hours (the IO manager adds the window: what was processed, between which
         # limits) says why the run processed them.
         # The source rows it read: the cost model's (`planning.estimates`).
-        payload = {"limits": context.run.tags.get(RUN_LIMITS_TAG, "manual run"),
-                   "source_rows": sum(f.read for f in figures.values())}
+        source_rows = sum(f.read for f in figures.values())
+        payload = {"limits": context.run.tags.get(RUN_LIMITS_TAG, "manual run"), "source_rows": source_rows}
+        # An hour's rows are few: the table store may collect them rather than stage files.
+        small = source_rows <= rows_collected_at_most(len(results.kept.columns))
         yield Output(TableOutput(results.kept, claim, completes=False, rows=base_replaced, within=within, before=[
             TableWrite(EVENT_COPIES, results.copies, "replace_range", range_column="load_tstamp",
-                       partition_by=["load_date"]),
+                       partition_by=["load_date"], small=small),
             TableWrite(REJECTED_EVENTS, results.rejected, "replace_range", range_column="load_hour_tstamp",
-                       within=within),
-        ], metadata=state), output_name=BASE_EVENTS)
-        queue = [TableWrite(SESSIONS_TO_REFILTER, results.to_refilter, "append")] if results.changed.values else []
+                       within=within, small=small),
+        ], metadata=state, small=small), output_name=BASE_EVENTS)
+        queue = [TableWrite(SESSIONS_TO_REFILTER, results.to_refilter, "append", small=True)] \
+            if results.changed.values else []
         yield Output(TableOutput(results.lifecycle, claim, completes=False, keys=results.touched, before=queue,
-                                 metadata=state), output_name=LIFECYCLE)
+                                 metadata=state, small=small), output_name=LIFECYCLE)
         yield Output(TableOutput(results.quarantined, claim, completes=False, keys=results.touched,
-                                 metadata=state),
+                                 metadata=state, small=small),
                      output_name=QUARANTINED)
         refiltered = [TableWrite(SESSIONS_TO_REFILTER, None, "delete", key="append_id", keys=results.refiltered)] \
             if results.refiltered else []
         rerun = [TableWrite(HOUR_LEDGER, lambda: hours_to_run_again(warehouse, results, context.run_id),
-                            "merge", merge_keys=("load_hour_tstamp",))] if results.revived else []
+                            "merge", merge_keys=("load_hour_tstamp",), small=True)] if results.revived else []
         yield Output(TableOutput(
             results.filtered, claim, rows=filtered_replaced, within=within, payload=payload,
-            materialized=results.materialized, metadata=state,
+            materialized=results.materialized, metadata=state, small=small,
+            # Counts per (load hour, event day) and ledger rows per hour: few, whatever the window.
             after=[TableWrite(FILTERED_COUNTS, lambda: filtered_counts(warehouse, results), "replace_range",
-                              range_column="load_hour_tstamp", range=results.counts_range),
+                              range_column="load_hour_tstamp", range=results.counts_range, small=True),
                    *refiltered, *rerun],
             markers=[TableWrite(HOUR_LEDGER, lambda: processed_hours(warehouse, results, context.run_id, app_ids_before),
-                                "replace_range", range_column="load_hour_tstamp")]),
+                                "replace_range", range_column="load_hour_tstamp", small=True)]),
             output_name=FILTERED_EVENTS)
 
 

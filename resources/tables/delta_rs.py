@@ -64,7 +64,7 @@ from resources.tables.ranges import (
     spark_type_name,
 )
 from resources.tables.scans import record_scan
-from resources.tables.staging import StagedRows, delta_field, new_table_configuration
+from resources.tables.staging import CollectedRows, StagedRows, collected_rows, delta_field, new_table_configuration
 from resources.tables.staging import stats_columns as stats_columns_of
 
 
@@ -191,8 +191,11 @@ class DeltaRsTableStore(TableStore):
 
     # -- writes --------------------------------------------------------------------------
 
-    def _stage(self, df) -> StagedRows:
-        return StagedRows(df, self.root)
+    def _stage(self, df, small: bool = False) -> StagedRows | CollectedRows:
+        """The write's rows, computed once: collected when the caller expects few and they are
+        (`collected_rows`), else staged as Parquet files."""
+        collected = collected_rows(df) if small else None
+        return collected if collected is not None else StagedRows(df, self.root)
 
     def _write_arrow(self, target: DeltaTable | str, data: StagedRows, **options) -> None:
         """Every data write goes through here: delta-rs streams the staged rows into files."""
@@ -228,7 +231,7 @@ class DeltaRsTableStore(TableStore):
             rows_written=data.num_rows, version=table.version(),
             rows_deleted=self._rows_deleted(path, rows_before, version_before, table, data.num_rows))
 
-    def replace(self, name, df, *, rows, partition_by=None) -> WriteResult:
+    def replace(self, name, df, *, rows, partition_by=None, small=False) -> WriteResult:
         path = self.path(name)
         for row_range in rows:
             check_identifier(row_range.column, "range column")
@@ -236,10 +239,13 @@ class DeltaRsTableStore(TableStore):
                 check_identifier(row_range.key, "key column")
         table = load_table(path)
         table_schema = spark_schema(table) if table is not None else None
-        if writes_directly(self.spark, self.root, table, df.schema, table_schema, partition_by or []):
+        # Few rows are collected and committed by delta-rs; more go straight to files when they can.
+        collected = collected_rows(df) if small else None
+        if collected is None and writes_directly(self.spark, self.root, table, df.schema, table_schema,
+                                                 partition_by or []):
             return self._replace_directly(name, table, df if table is None else df.select(*table_schema.names),
                                           rows, partition_by)
-        with self._stage(df) as data:
+        with (collected if collected is not None else self._stage(df)) as data:
             partition_by = self._check_partition_by(partition_by, data.column_names)
             check_columns_present(data.column_names, sorted({r.column for r in rows}), f"replace {name}")
 
@@ -318,13 +324,13 @@ class DeltaRsTableStore(TableStore):
                                               app_transactions=[Transaction(REPLACE_APP_ID, 0)]))
         return WriteResult(rows_written=rows_written, version=0, rows_deleted=0)
 
-    def replace_keys(self, name, df, *, key, keys) -> WriteResult:
+    def replace_keys(self, name, df, *, key, keys, small=False) -> WriteResult:
         path = self.path(name)
         check_identifier(key, "key column")
         columns = df.columns
         check_columns_present(columns, [key], f"replace_keys {name}")
         source = replace_keys_source(df, keys, key)
-        with self._stage(source) as data:
+        with self._stage(source, small) as data:
             present = data.columns([key, KEY_PRESENT])
             _check_unique_non_null_keys(present.filter(present[KEY_PRESENT]), [key], f"replace_keys {name}")
             written = pc.sum(present[KEY_PRESENT].cast(pa.int64())).as_py() or 0
@@ -333,7 +339,7 @@ class DeltaRsTableStore(TableStore):
             def attempt() -> WriteResult:
                 table = load_table(path)
                 if table is None:
-                    return self._create_from_df(path, df)
+                    return self._create_from_df(path, df, small)
                 (table.merge(data.reader(), predicate=f't."{key}" = s."{key}"', source_alias="s",
                              target_alias="t", merge_schema=True)
                       .when_matched_delete(predicate=f'NOT s."{KEY_PRESENT}"')
@@ -344,16 +350,16 @@ class DeltaRsTableStore(TableStore):
 
             return self._commit(attempt)
 
-    def _create_from_df(self, path: str, df) -> WriteResult:
-        with self._stage(df) as data:
+    def _create_from_df(self, path: str, df, small: bool) -> WriteResult:
+        with self._stage(df, small) as data:
             return self._create(path, data, [], rows_deleted=0)
 
-    def merge(self, name, df, *, keys, partition_by=None) -> WriteResult:
+    def merge(self, name, df, *, keys, partition_by=None, small=False) -> WriteResult:
         path = self.path(name)
         keys = [check_identifier(k, "merge key") for k in keys]
         if not keys:
             raise ValueError("merge: keys must name at least one column")
-        with self._stage(df) as data:
+        with self._stage(df, small) as data:
             check_columns_present(data.column_names, keys, f"merge {name}")
             partition_by = self._check_partition_by(partition_by, data.column_names)
             _check_unique_non_null_keys(data.columns(keys), keys, f"merge {name}")
@@ -372,10 +378,10 @@ class DeltaRsTableStore(TableStore):
 
             return self._commit(attempt)
 
-    def append(self, name, df, *, token=None, partition_by=None) -> WriteResult:
+    def append(self, name, df, *, token=None, partition_by=None, small=False) -> WriteResult:
         path = self.path(name)
         app_id = append_token_app_id(token) if token is not None else None
-        with self._stage(df) as data:
+        with self._stage(df, small) as data:
             partition_by = self._check_partition_by(partition_by, data.column_names)
             # The token is committed in the same commit as the rows, and delta-rs refuses a
             # commit when a concurrent one recorded the same app id: we then retry, see the token
@@ -397,9 +403,9 @@ class DeltaRsTableStore(TableStore):
 
             return self._commit(attempt)
 
-    def overwrite(self, name, df, *, partition_by=None) -> WriteResult:
+    def overwrite(self, name, df, *, partition_by=None, small=False) -> WriteResult:
         path = self.path(name)
-        with self._stage(df) as data:
+        with self._stage(df, small) as data:
             partition_by = self._check_partition_by(partition_by, data.column_names)
 
             def attempt() -> WriteResult:

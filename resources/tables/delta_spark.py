@@ -181,7 +181,7 @@ class DeltaSparkTableStore(TableStore):
 
     # -- writes --------------------------------------------------------------------------
 
-    def replace(self, name, df, *, rows, partition_by=None) -> WriteResult:
+    def replace(self, name, df, *, rows, partition_by=None, small=False) -> WriteResult:
         for row_range in rows:
             check_identifier(row_range.column, "range column")
             if row_range.key is not None:
@@ -217,7 +217,7 @@ class DeltaSparkTableStore(TableStore):
 
         return self._commit(attempt)
 
-    def replace_keys(self, name, df, *, key, keys) -> WriteResult:
+    def replace_keys(self, name, df, *, key, keys, small=False) -> WriteResult:
         check_identifier(key, "key column")
         check_columns_present(df.columns, [key], f"replace_keys {name}")
         # One Spark job checks the keys and counts the rows.
@@ -243,7 +243,7 @@ class DeltaSparkTableStore(TableStore):
 
         return self._commit(attempt)
 
-    def merge(self, name, df, *, keys, partition_by=None) -> WriteResult:
+    def merge(self, name, df, *, keys, partition_by=None, small=False) -> WriteResult:
         keys = [check_identifier(k, "merge key") for k in keys]
         if not keys:
             raise ValueError("merge: keys must name at least one column")
@@ -277,7 +277,7 @@ class DeltaSparkTableStore(TableStore):
 
         return self._commit(attempt)
 
-    def append(self, name, df, *, token=None, partition_by=None) -> WriteResult:
+    def append(self, name, df, *, token=None, partition_by=None, small=False) -> WriteResult:
         app_id = append_token_app_id(token) if token is not None else None
         partition_by = self._check_partition_by(partition_by, df.columns)
 
@@ -296,7 +296,7 @@ class DeltaSparkTableStore(TableStore):
 
         return self._commit(attempt)
 
-    def overwrite(self, name, df, *, partition_by=None) -> WriteResult:
+    def overwrite(self, name, df, *, partition_by=None, small=False) -> WriteResult:
         partition_by = self._check_partition_by(partition_by, df.columns)
 
         def attempt() -> WriteResult:

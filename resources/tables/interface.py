@@ -28,6 +28,17 @@ FIRST_BACKOFF_SECONDS = 0.05
 APPEND_TOKEN_APP_ID_PREFIX = "incremental-assets:"
 APPEND_TOKEN_TXN_VERSION = 1
 
+# The most values (rows x columns) a `small` write collects to the driver: an hour of 10M events
+# over 30 days is about 14,000 rows of 130 columns (1.8M values). A collected write holds its
+# rows in the driver's memory twice (the JVM's Arrow batches, then Python's); a staged one never.
+COLLECTED_VALUES_MAX = 5_000_000
+
+
+def rows_collected_at_most(columns: int) -> int:
+    """The most rows of `columns` columns a `small` write collects (more are staged)."""
+    return max(1, COLLECTED_VALUES_MAX // max(1, columns))
+
+
 # replace_keys marks the source rows that delete their key rather than write it.
 KEY_PRESENT = "_replace_keys_row_present"
 
@@ -90,7 +101,13 @@ def retry_on_conflict(operation: Callable[[], WriteResult], conflicts: tuple[typ
 
 
 class TableStore(abc.ABC):
-    """Delta tables under one warehouse root; see the module docstring."""
+    """Delta tables under one warehouse root; see the module docstring.
+
+    Every write but `delete_where_in` takes `small`: True when the caller expects few rows
+    (an hour's, a few days'). An engine may then collect them to the driver rather than stage
+    files (delta-rs does, up to `COLLECTED_VALUES_MAX` values; past that it stages them
+    as usual); the result is the same either way.
+    """
 
     engine_name: str
 
@@ -131,13 +148,13 @@ class TableStore(abc.ABC):
         """
 
     def replace_range(self, name: str, df, *, column: str, start, end,
-                      partition_by: Sequence[str] | None = None) -> WriteResult:
+                      partition_by: Sequence[str] | None = None, small: bool = False) -> WriteResult:
         """In one commit, delete the rows with start <= column < end and insert df (`replace`)."""
-        return self.replace(name, df, rows=[RowRange(column, start, end)], partition_by=partition_by)
+        return self.replace(name, df, rows=[RowRange(column, start, end)], partition_by=partition_by, small=small)
 
     @abc.abstractmethod
     def replace(self, name: str, df, *, rows: Sequence[RowRange],
-                partition_by: Sequence[str] | None = None) -> WriteResult:
+                partition_by: Sequence[str] | None = None, small: bool = False) -> WriteResult:
         """In one commit, delete the rows any of `rows` selects and insert df.
 
         Every row of df must lie in the time range of one of `rows` (else ValueError naming the
@@ -147,14 +164,14 @@ class TableStore(abc.ABC):
         """
 
     @abc.abstractmethod
-    def replace_keys(self, name: str, df, *, key: str, keys) -> WriteResult:
+    def replace_keys(self, name: str, df, *, key: str, keys, small: bool = False) -> WriteResult:
         """In one commit, delete the rows whose `key` is one of `keys` (a DataFrame with that
         column) and insert df: keys without a row in df are deleted. df's keys must be unique
         and not null (else ValueError). Creates the table from df when missing."""
 
     @abc.abstractmethod
     def merge(self, name: str, df, *, keys: Sequence[str],
-              partition_by: Sequence[str] | None = None) -> WriteResult:
+              partition_by: Sequence[str] | None = None, small: bool = False) -> WriteResult:
         """Upsert by key: matched rows get all of df's columns, new keys are inserted.
 
         df's keys must be unique and not null (else ValueError). Added columns evolve the schema.
@@ -162,11 +179,12 @@ class TableStore(abc.ABC):
 
     @abc.abstractmethod
     def append(self, name: str, df, *, token: str | None = None,
-               partition_by: Sequence[str] | None = None) -> WriteResult:
+               partition_by: Sequence[str] | None = None, small: bool = False) -> WriteResult:
         """Append df; with a token, only once per token (skipped=True when already written)."""
 
     @abc.abstractmethod
-    def overwrite(self, name: str, df, *, partition_by: Sequence[str] | None = None) -> WriteResult:
+    def overwrite(self, name: str, df, *, partition_by: Sequence[str] | None = None,
+                  small: bool = False) -> WriteResult:
         """Replace the whole table (rows and schema) by df in one commit."""
 
     @abc.abstractmethod

@@ -1,4 +1,7 @@
-"""A write's rows computed once by Spark and staged as Parquet, for delta-rs to stream in."""
+"""A write's rows computed once by Spark, for delta-rs to write: staged as Parquet files
+(`StagedRows`), or, when the writer expects few, collected to the driver as Arrow
+(`collected_rows`): one Spark job and no files, where a staged write costs a Parquet job, a
+listing and a read back (0.1 to 0.3 s of a warm hour's write of a few hundred rows)."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from pyspark.sql import functions as F
 from resources.object_store import filesystem as object_filesystem
 from resources.object_store import is_object_store
 from resources.tables.delta_log import NEW_TABLE_CONFIGURATION
+from resources.tables.interface import rows_collected_at_most
 
 
 def delta_field(field: pa.Field) -> pa.Field:
@@ -179,6 +183,40 @@ class StagedRows:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class CollectedRows:
+    """A write's rows in the driver's memory, with `StagedRows`'s interface."""
+
+    def __init__(self, data: pa.Table):
+        self.schema = pa.schema([delta_field(f) for f in data.schema])
+        self.column_names = self.schema.names
+        self.num_rows = data.num_rows
+        self._data = data.cast(self.schema)
+
+    def reader(self) -> pa.RecordBatchReader:
+        return self._data.to_reader()
+
+    def columns(self, names: Sequence[str]) -> pa.Table:
+        return self._data.select(list(names))
+
+    def close(self) -> None:
+        self._data = None
+
+    def __enter__(self) -> "CollectedRows":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def collected_rows(df) -> CollectedRows | None:
+    """`df`'s rows collected as Arrow in one job; None (nothing kept) when they are more than
+    `COLLECTED_VALUES_MAX` values: the caller stages them instead, and the wrong guess cost one
+    job (at most that many rows, collected and dropped)."""
+    max_rows = rows_collected_at_most(len(df.columns))
+    data = df.limit(max_rows + 1).toArrow()
+    return CollectedRows(data) if data.num_rows <= max_rows else None
 
 
 STATS_COLUMNS_PROPERTY = "delta.dataSkippingStatsColumns"
