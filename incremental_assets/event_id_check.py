@@ -24,7 +24,7 @@ from incremental_assets.transforms.event_id_copies import (
     in_range,
     rows_once_written,
 )
-from resources.tables import RowRange
+from resources.tables import RowRange, no_rows
 from resources.warehouse import WarehouseResource
 
 CHECK_NAME = "event_id_unique"
@@ -67,7 +67,7 @@ def copies_once_written(warehouse: WarehouseResource, window_rows: RowRange,
         columns = ["event_id", "load_tstamp", *keys]
         stored = (tables.read_range(write.table, "load_tstamp", near.start, near.end, columns=columns)
                   if tables.exists(write.table) else
-                  warehouse.spark.createDataFrame([], ", ".join(
+                  no_rows(warehouse.spark, ", ".join(
                       ["event_id string", "load_tstamp timestamp", *(f"{key} string" for key in keys)])))
         new = write.rows.select(*columns)
         after = rows_once_written(stored, new.where(in_range(near)), [in_window, *write.replaced])

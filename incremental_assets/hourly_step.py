@@ -60,7 +60,7 @@ from incremental_assets.transforms.sessions import (
 )
 from resources.materialized import materialized
 from resources.spark import broadcasts_allowed
-from resources.tables import RowRange
+from resources.tables import RowRange, no_rows
 from resources.warehouse import WarehouseResource
 
 LIFECYCLE_SCHEMA = ("domain_sessionid string, domain_userid string, user_id string, app_id string, "
@@ -119,7 +119,7 @@ def _read_or_empty(warehouse: WarehouseResource, name: str, schema, column: str 
     with `schema` while the table does not exist yet."""
     tables = warehouse.tables
     if not tables.exists(name):
-        return warehouse.spark.createDataFrame([], schema)
+        return no_rows(warehouse.spark, schema)
     if column is None:
         return tables.read(name, columns=columns)
     return tables.read_range(name, column, start, end, columns=columns)

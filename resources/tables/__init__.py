@@ -30,14 +30,14 @@ from __future__ import annotations
 import importlib
 
 from resources.tables.delta_log import append_arrow, read_delta_arrow, utc_datetimes
-from resources.tables.interface import TableStore, WriteResult, check_identifier, rows_collected_at_most
+from resources.tables.interface import TableStore, WriteResult, check_identifier, no_rows, rows_collected_at_most
 from resources.tables.ranges import RowRange
 from resources.tables.scans import Scan, recording_scans
 
 __all__ = [
     "DeltaRsTableStore", "DeltaSparkTableStore", "RowRange", "Scan", "TableStore", "WriteResult", "append_arrow",
-    "check_identifier", "delta_spark_unavailable_reason", "read_delta_arrow", "recording_scans", "rows_collected_at_most", "sweep_stale_staging",
-    "table_store", "unshared_warehouse_problem", "utc_datetimes",
+    "check_identifier", "delta_spark_unavailable_reason", "no_rows", "read_delta_arrow", "recording_scans",
+    "rows_collected_at_most", "sweep_stale_staging", "table_store", "unshared_warehouse_problem", "utc_datetimes",
 ]
 
 # The engines and the staging sweep import pandas (through pyarrow.dataset), a third of a

@@ -47,6 +47,7 @@ from resources.tables.interface import (
     append_token_app_id,
     check_columns_present,
     check_identifier,
+    no_rows,
     replace_keys_source,
     retry_on_conflict,
 )
@@ -161,7 +162,7 @@ class DeltaRsTableStore(TableStore):
         """Spark reads these files of the table (rows of `add_actions`); None if it cannot."""
         record_scan(table_path, actions)
         if actions.num_rows == 0:
-            return self.spark.createDataFrame([], schema)
+            return no_rows(self.spark, schema)
         partition_columns = table.metadata().partition_columns
         reader = self.spark.read.schema(schema)
         if partition_columns:
