@@ -17,7 +17,8 @@ Engines:
   and commits them with the files they replace in one delta-rs transaction
   (`direct_write.py`); merges, appends, overwrites and replaces that add columns stage the
   rows as Parquet written by Spark (`staging.py`) and stream them into one delta-rs commit.
-  Needs no JVM jars.
+  A write the caller marks `small` (an hour's rows) is collected as Arrow instead, up to
+  `COLLECTED_VALUES_MAX` values, and delta-rs writes it. Needs no JVM jars.
 - `DeltaSparkTableStore` ("delta-spark", `delta_spark.py`): native Delta inside Spark, for
   sessions that load the Delta jars and extension.
 

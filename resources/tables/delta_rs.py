@@ -65,7 +65,7 @@ from resources.tables.ranges import (
     spark_type_name,
 )
 from resources.tables.scans import record_scan
-from resources.tables.staging import CollectedRows, StagedRows, collected_rows, delta_field, new_table_configuration
+from resources.tables.staging import RowsToWrite, StagedRows, collected_rows, delta_field, new_table_configuration
 from resources.tables.staging import stats_columns as stats_columns_of
 
 
@@ -192,17 +192,17 @@ class DeltaRsTableStore(TableStore):
 
     # -- writes --------------------------------------------------------------------------
 
-    def _stage(self, df, small: bool = False) -> StagedRows | CollectedRows:
+    def _stage(self, df, small: bool = False) -> RowsToWrite:
         """The write's rows, computed once: collected when the caller expects few and they are
         (`collected_rows`), else staged as Parquet files."""
         collected = collected_rows(df) if small else None
         return collected if collected is not None else StagedRows(df, self.root)
 
-    def _write_arrow(self, target: DeltaTable | str, data: StagedRows, **options) -> None:
-        """Every data write goes through here: delta-rs streams the staged rows into files."""
+    def _write_arrow(self, target: DeltaTable | str, data: RowsToWrite, **options) -> None:
+        """Every data write goes through here: delta-rs streams the rows (staged or collected) into files."""
         write_deltalake(target, data.reader(), **options)
 
-    def _create(self, path: str, data: StagedRows, partition_by: list[str], *, rows_deleted: int | None,
+    def _create(self, path: str, data: RowsToWrite, partition_by: list[str], *, rows_deleted: int | None,
                 commit_properties: CommitProperties | None = None) -> WriteResult:
         """Create the table with `data` as version 0; a concurrent creator makes us retry."""
         with _losing_to_a_concurrent_creator(path):

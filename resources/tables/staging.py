@@ -210,6 +210,10 @@ class CollectedRows:
         self.close()
 
 
+# What a delta-rs write streams in: rows staged as files, or collected.
+RowsToWrite = StagedRows | CollectedRows
+
+
 def collected_rows(df) -> CollectedRows | None:
     """`df`'s rows collected as Arrow in one job; None (nothing kept) when they are more than
     `COLLECTED_VALUES_MAX` values: the caller stages them instead, and the wrong guess cost one
