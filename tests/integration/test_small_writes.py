@@ -44,7 +44,7 @@ def staged_writes(monkeypatch):
 def each_write(store, spark, small: bool) -> list:
     """Every kind of write, in turn, on tables of their own; returns their results."""
     day = [(utc(5, h, 0, 0, 123457), h) for h in range(4)]
-    results = [
+    return [
         store.replace_range("r", events(spark, *day, (utc(6, 1), 9)), column="ts", start=utc(5), end=utc(7),
                             partition_by=["event_date"], small=small),
         store.replace("r", events(spark, (utc(5, 7), 70, "a"), (utc(6, 2), 80, "s9")),
@@ -64,7 +64,6 @@ def each_write(store, spark, small: bool) -> list:
         store.replace_range("e", spark.createDataFrame([], SCHEMA), column="ts", start=utc(5), end=utc(6),
                             small=small),
     ]
-    return results
 
 
 def test_small_writes_collect_their_rows_and_end_with_the_same_tables(spark, tmp_path, staged_writes):
