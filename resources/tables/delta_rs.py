@@ -195,7 +195,8 @@ class DeltaRsTableStore(TableStore):
     def _stage(self, df, small: bool = False) -> RowsToWrite:
         """The write's rows, computed once: collected when the caller expects few and they are
         (`collected_rows`), else staged as Parquet files."""
-        return (collected_rows(df) if small else None) or StagedRows(df, self.root)
+        collected = collected_rows(df) if small else None
+        return collected if collected is not None else StagedRows(df, self.root)
 
     def _write_arrow(self, target: DeltaTable | str, data: RowsToWrite, **options) -> None:
         """Every data write goes through here: delta-rs streams the rows (staged or collected) into files."""
@@ -245,7 +246,7 @@ class DeltaRsTableStore(TableStore):
                                                  partition_by or []):
             return self._replace_directly(name, table, df if table is None else df.select(*table_schema.names),
                                           rows, partition_by)
-        with collected or self._stage(df) as data:
+        with (collected if collected is not None else self._stage(df)) as data:
             partition_by = self._check_partition_by(partition_by, data.column_names)
             check_columns_present(data.column_names, sorted({r.column for r in rows}), f"replace {name}")
 
