@@ -58,7 +58,7 @@ from incremental_assets.transforms.sessions import (
     session_lifecycle,
     sessions_needing_update,
 )
-from resources.materialized import materialized
+from resources.materialized import held_in_memory, materialized
 from resources.spark import broadcasts_allowed
 from resources.tables import RowRange, no_rows
 from resources.warehouse import WarehouseResource
@@ -140,7 +140,11 @@ def compute(warehouse: WarehouseResource, start: datetime, end: datetime,
     rows = without_load_hours(rows, [hour for hour in skipped_hours(settings) if start <= hour < end])
     validated = validate(rows, days_late_allowed=settings.days_late_allowed,
                          allow_null_dvce_tstamps=settings.allow_null_dvce_tstamps, app_ids=settings.app_ids)
-    validated = ValidatedRows(materialized(validated.checked))  # the source is read once
+    # The window's wide sets (source rows, kept copies, filtered rows): checkpointed, or written
+    # as files when the window's rows would not fit in memory (resources.materialized).
+    wide_files = None if held_in_memory(snapshot.rows_at_most if snapshot else None, len(validated.checked.columns),
+                                        settings.checkpoint_values_max) else tables.root
+    validated = ValidatedRows(materialized(validated.checked, files_under=wide_files))  # the source is read once
     # The copies index of the window is every selected app's (a catch-up run writes it whole).
     all_valid = validated.valid
     in_apps = F.lit(True) if app_ids is None else F.col("app_id").isin(list(app_ids))
@@ -152,7 +156,7 @@ def compute(warehouse: WarehouseResource, start: datetime, end: datetime,
                              columns=list(COPY_COLUMNS))
     verdicts = materialized(copy_verdicts(valid, earlier, lookback=lookback))
     few = broadcasts_allowed(warehouse.spark) and verdicts.count() <= BROADCAST_VERDICTS_MAX_ROWS
-    kept = materialized(kept_copies(valid, verdicts, broadcast_verdicts=few))
+    kept = materialized(kept_copies(valid, verdicts, broadcast_verdicts=few), files_under=wide_files)
     later = _read_or_empty(warehouse, EVENT_COPIES, COPIES_SCHEMA, "load_tstamp", end, end + lookback,
                            columns=list(COPY_COLUMNS))
     # Every valid copy of the window dominates the later copies within the look-back, a dropped
@@ -223,7 +227,7 @@ def compute(warehouse: WarehouseResource, start: datetime, end: datetime,
     if changed_ids:
         again = stored_events.where(F.col("domain_sessionid").isin(list(changed_ids)))
         filtered = filtered.unionByName(filtered_events(again, lifecycle, **filter_settings))
-    filtered = materialized(filtered)
+    filtered = materialized(filtered, files_under=wide_files)
 
     to_refilter, append_id = queue_rows(warehouse, changed)
     first_count_hour = min(start, floor_hour(changed_rows.start)) if changed_ids else start
@@ -241,7 +245,8 @@ def compute(warehouse: WarehouseResource, start: datetime, end: datetime,
         counts_range=counts_range, few_rows=few, revived=revived,
         materialized=[validated.checked, verdicts, kept, dominated, queued, stored, touched_from, session_events,
                       lifecycle, filtered],
-        facts={"scan_from": scan_from.isoformat(), "copies_dominated": len(dominated_ids),
+        facts={"scan_from": scan_from.isoformat(), "wide_rows_held_as": "files" if wide_files else "checkpoints",
+               "copies_dominated": len(dominated_ids),
                "sessions_changed": len(changed_ids), "later_hours_to_rerun": len(revived)})
 
 

@@ -65,7 +65,7 @@ RESTATABLE = (*HOURLY_ASSETS, DAILY_AGGREGATES)
 # Settings that change how runs are operated, not what they compute: a plan stays valid across them.
 OPERATIONAL_SETTINGS = frozenset({
     "auto_resolve_failures", "automation_running", "asset_owners", "sensor_interval_seconds", "max_lock_age_hours",
-    "maintenance_recent_days", "vacuum_retention_hours", "vacuum_min_retention_hours"})
+    "checkpoint_values_max", "maintenance_recent_days", "vacuum_retention_hours", "vacuum_min_retention_hours"})
 
 PLANS_SCHEMA = pa.schema([
     ("plan_id", pa.string()),

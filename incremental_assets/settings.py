@@ -74,6 +74,11 @@ class Settings:
     # memory follows this many hours of data, not the whole range (one 30-day run of 10M
     # events exhausted a 6 GB driver; 7 days of them ran).
     max_hours_per_run: int = 168
+    # Not Snowplow's: the most values (rows x columns) each of a run's wide sets (its source
+    # rows, kept copies, filtered rows) holds in memory as a checkpoint; a window whose source
+    # files hold more writes them as Parquet files under the warehouse's `_staging/` instead
+    # (resources.materialized). 50M: about 400,000 rows of the atomic columns, 0.5 GB a set.
+    checkpoint_values_max: int = 50_000_000
     lookback_window_hours: float = 0.0  # reconciliation re-runs exactly the hours that changed
     max_session_days: int = 3
     days_late_allowed: int = 3
@@ -245,6 +250,7 @@ class Settings:
                                 f"start_date={self.start_date.date()}")
         _at_least("backfill_limit_days", self.backfill_limit_days, 1)
         _at_least("max_hours_per_run", self.max_hours_per_run, 1)
+        _at_least("checkpoint_values_max", self.checkpoint_values_max, 0)
         _at_least("lookback_window_hours", self.lookback_window_hours, 0)
         _at_least("max_session_days", self.max_session_days, 1)
         _at_least("days_late_allowed", self.days_late_allowed, 0)

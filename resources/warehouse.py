@@ -44,6 +44,7 @@ class WarehouseResource(ConfigurableResource):
     end_date: Optional[str] = setting("end_date")
     backfill_limit_days: Optional[int] = setting("backfill_limit_days")
     max_hours_per_run: Optional[int] = setting("max_hours_per_run")
+    checkpoint_values_max: Optional[int] = setting("checkpoint_values_max")
     lookback_window_hours: Optional[float] = setting("lookback_window_hours")
     max_session_days: Optional[int] = setting("max_session_days")
     days_late_allowed: Optional[int] = setting("days_late_allowed")

@@ -34,6 +34,7 @@ from incremental_assets.event_id_check import (
 )
 from incremental_assets.hourly_step import (
     HourFigures,
+    HourlyResults,
     compute,
     figures_by_hour,
     filtered_counts,
@@ -64,6 +65,7 @@ from incremental_assets.progress import app_ids_processed_now
 from incremental_assets.sources.reader import require_source
 from incremental_assets.start_moved import remove_rows_before_start
 from resources.manifest_io_manager import TableOutput, TableWrite, claimed
+from resources.materialized import release
 from resources.tables import rows_collected_at_most
 from resources.warehouse import WarehouseResource
 
@@ -124,64 +126,75 @@ def hourly_assets(context: AssetExecutionContext, warehouse: WarehouseResource):
                              f"event day(s) before {moved.first_hour:%Y-%m-%d %H:%M} left in the tables")
         app_ids_before = app_ids_processed_now(warehouse.settings) if app_ids is not None else {}
         results = compute(warehouse, window.start, window.end, app_ids=app_ids)
-        within = None if app_ids is None else ("app_id", app_ids)
-        # What each write replaces besides the window: the check and the outputs say it once.
-        base_replaced, filtered_replaced = [results.dominated], [results.dominated, results.changed]
-        # The blocking check, on the rows about to be written: a failure leaves the tables as they were.
-        copies = copies_once_written(warehouse, results.window_rows, [
-            PendingWrite(BASE_EVENTS, results.kept, base_replaced),
-            PendingWrite(FILTERED_EVENTS, results.filtered, filtered_replaced)], few_rows=results.few_rows)
-        yield from evaluation_events(context, outcomes_by_check(copies, hours_between(window.start, window.end)))
-        if failed := failures(copies):
-            raise DuplicateEventIdsError(
-                f"{len(failed)} load hour(s) would hold an event_id twice within dedupe_lookback_days or a null "
-                f"one, so nothing was written: {'; '.join(failed[:5])}. The hours stay FAILED until resolved "
-                "(`incremental-assets manifest resolve`) once the cause is found (docs/operations.md, Checks)")
-        figures = figures_by_hour(window.start, window.end, read=results.read, kept=results.kept,
-                                  rejected=results.rejected, filtered=results.filtered)
-        _add_hour_metadata(context, figures, app_ids)
-        state = run_state_metadata(context, warehouse.settings)
-        settings = settings_metadata(warehouse.settings)
-        on_last_partition(context, {**settings, **schema_metadata(results.kept)}, BASE_EVENTS)
-        # The step's own figures (sessions changed, copies dominated) are the run's, not an hour's.
-        on_last_partition(context, {**settings, **results.facts, **schema_metadata(results.lifecycle)}, LIFECYCLE)
-        on_last_partition(context, {**settings, **preview_metadata(results.quarantined),
-                                    **schema_metadata(results.quarantined)}, QUARANTINED)
-        on_last_partition(context, {**settings, **schema_metadata(results.filtered)}, FILTERED_EVENTS)
-        # The record of the hours (the IO manager adds the window: what was processed, between which
-        # limits) says why the run processed them.
-        # The source rows it read: the cost model's (`planning.estimates`).
-        source_rows = sum(f.read for f in figures.values())
-        payload = {"limits": context.run.tags.get(RUN_LIMITS_TAG, "manual run"), "source_rows": source_rows}
-        # An hour's rows are few: the table store may collect them rather than stage files.
-        small = source_rows <= rows_collected_at_most(len(results.kept.columns))
-        yield Output(TableOutput(results.kept, claim, completes=False, rows=base_replaced, within=within, before=[
-            TableWrite(EVENT_COPIES, results.copies, "replace_range", range_column="load_tstamp",
-                       partition_by=["load_date"], small=small),
-            TableWrite(REJECTED_EVENTS, results.rejected, "replace_range", range_column="load_hour_tstamp",
-                       within=within, small=small),
-        ], metadata=state, small=small), output_name=BASE_EVENTS)
-        queue = [TableWrite(SESSIONS_TO_REFILTER, results.to_refilter, "append", small=True)] \
-            if results.changed.values else []
-        yield Output(TableOutput(results.lifecycle, claim, completes=False, keys=results.touched, before=queue,
-                                 metadata=state, small=small), output_name=LIFECYCLE)
-        yield Output(TableOutput(results.quarantined, claim, completes=False, keys=results.touched,
-                                 metadata=state, small=small),
-                     output_name=QUARANTINED)
-        refiltered = [TableWrite(SESSIONS_TO_REFILTER, None, "delete", key="append_id", keys=results.refiltered)] \
-            if results.refiltered else []
-        rerun = [TableWrite(HOUR_LEDGER, lambda: hours_to_run_again(warehouse, results, context.run_id),
-                            "merge", merge_keys=("load_hour_tstamp",), small=True)] if results.revived else []
-        yield Output(TableOutput(
-            results.filtered, claim, rows=filtered_replaced, within=within, payload=payload,
-            materialized=results.materialized, metadata=state, small=small,
-            # Counts per (load hour, event day) and ledger rows per hour: few, whatever the window.
-            after=[TableWrite(FILTERED_COUNTS, lambda: filtered_counts(warehouse, results), "replace_range",
-                              range_column="load_hour_tstamp", range=results.counts_range, small=True),
-                   *refiltered, *rerun],
-            markers=[TableWrite(HOUR_LEDGER, lambda: processed_hours(warehouse, results, context.run_id, app_ids_before),
-                                "replace_range", range_column="load_hour_tstamp", small=True)]),
-            output_name=FILTERED_EVENTS)
+        try:
+            yield from _checked_and_written(context, warehouse, results, app_ids, app_ids_before, claim)
+        finally:  # written (the IO manager released them already), refused by the check, or failed
+            for df in results.materialized:
+                release(df)
+
+
+def _checked_and_written(context: AssetExecutionContext, warehouse: WarehouseResource, results: HourlyResults,
+                         app_ids: tuple[str, ...] | None, app_ids_before: dict, claim):
+    """The window's check evaluations, then its outputs: each written by the IO manager as it is yielded."""
+    window = context.partition_time_window
+    within = None if app_ids is None else ("app_id", app_ids)
+    # What each write replaces besides the window: the check and the outputs say it once.
+    base_replaced, filtered_replaced = [results.dominated], [results.dominated, results.changed]
+    # The blocking check, on the rows about to be written: a failure leaves the tables as they were.
+    copies = copies_once_written(warehouse, results.window_rows, [
+        PendingWrite(BASE_EVENTS, results.kept, base_replaced),
+        PendingWrite(FILTERED_EVENTS, results.filtered, filtered_replaced)], few_rows=results.few_rows)
+    yield from evaluation_events(context, outcomes_by_check(copies, hours_between(window.start, window.end)))
+    if failed := failures(copies):
+        raise DuplicateEventIdsError(
+            f"{len(failed)} load hour(s) would hold an event_id twice within dedupe_lookback_days or a null "
+            f"one, so nothing was written: {'; '.join(failed[:5])}. The hours stay FAILED until resolved "
+            "(`incremental-assets manifest resolve`) once the cause is found (docs/operations.md, Checks)")
+    figures = figures_by_hour(window.start, window.end, read=results.read, kept=results.kept,
+                              rejected=results.rejected, filtered=results.filtered)
+    _add_hour_metadata(context, figures, app_ids)
+    state = run_state_metadata(context, warehouse.settings)
+    settings = settings_metadata(warehouse.settings)
+    on_last_partition(context, {**settings, **schema_metadata(results.kept)}, BASE_EVENTS)
+    # The step's own figures (sessions changed, copies dominated) are the run's, not an hour's.
+    on_last_partition(context, {**settings, **results.facts, **schema_metadata(results.lifecycle)}, LIFECYCLE)
+    on_last_partition(context, {**settings, **preview_metadata(results.quarantined),
+                                **schema_metadata(results.quarantined)}, QUARANTINED)
+    on_last_partition(context, {**settings, **schema_metadata(results.filtered)}, FILTERED_EVENTS)
+    # The record of the hours (the IO manager adds the window: what was processed, between which
+    # limits) says why the run processed them.
+    # The source rows it read: the cost model's (`planning.estimates`).
+    source_rows = sum(f.read for f in figures.values())
+    payload = {"limits": context.run.tags.get(RUN_LIMITS_TAG, "manual run"), "source_rows": source_rows}
+    # An hour's rows are few: the table store may collect them rather than stage files.
+    small = source_rows <= rows_collected_at_most(len(results.kept.columns))
+    yield Output(TableOutput(results.kept, claim, completes=False, rows=base_replaced, within=within, before=[
+        TableWrite(EVENT_COPIES, results.copies, "replace_range", range_column="load_tstamp",
+                   partition_by=["load_date"], small=small),
+        TableWrite(REJECTED_EVENTS, results.rejected, "replace_range", range_column="load_hour_tstamp",
+                   within=within, small=small),
+    ], metadata=state, small=small), output_name=BASE_EVENTS)
+    queue = [TableWrite(SESSIONS_TO_REFILTER, results.to_refilter, "append", small=True)] \
+        if results.changed.values else []
+    yield Output(TableOutput(results.lifecycle, claim, completes=False, keys=results.touched, before=queue,
+                             metadata=state, small=small), output_name=LIFECYCLE)
+    yield Output(TableOutput(results.quarantined, claim, completes=False, keys=results.touched,
+                             metadata=state, small=small),
+                 output_name=QUARANTINED)
+    refiltered = [TableWrite(SESSIONS_TO_REFILTER, None, "delete", key="append_id", keys=results.refiltered)] \
+        if results.refiltered else []
+    rerun = [TableWrite(HOUR_LEDGER, lambda: hours_to_run_again(warehouse, results, context.run_id),
+                        "merge", merge_keys=("load_hour_tstamp",), small=True)] if results.revived else []
+    yield Output(TableOutput(
+        results.filtered, claim, rows=filtered_replaced, within=within, payload=payload,
+        materialized=results.materialized, metadata=state, small=small,
+        # Counts per (load hour, event day) and ledger rows per hour: few, whatever the window.
+        after=[TableWrite(FILTERED_COUNTS, lambda: filtered_counts(warehouse, results), "replace_range",
+                          range_column="load_hour_tstamp", range=results.counts_range, small=True),
+               *refiltered, *rerun],
+        markers=[TableWrite(HOUR_LEDGER, lambda: processed_hours(warehouse, results, context.run_id, app_ids_before),
+                            "replace_range", range_column="load_hour_tstamp", small=True)]),
+        output_name=FILTERED_EVENTS)
 
 
 def _add_hour_metadata(context: AssetExecutionContext, figures: dict[datetime, HourFigures],

@@ -49,6 +49,9 @@ class SourceSnapshot:
     # date: the rows of a UTC hour then sit in the next or previous day's folder, and the
     # reader must read the folders the plan placed the hour in, not the hour's UTC date.
     partition_days: tuple[date, date] | None = None
+    # The rows of the files that may hold an hour asked for, less those deletion vectors hide:
+    # at least the hours' rows (a file may hold other hours too); None: unknown (Parquet).
+    rows_at_most: int | None = None
 
 
 @dataclass(frozen=True)
@@ -81,7 +84,7 @@ def source_snapshot(path: str, since: datetime, until: datetime) -> SourceSnapsh
         table = DeltaTable(path)
         files = _delta_files(table)
         return SourceSnapshot(path, table.version(), _fingerprints(files, since, until), _columns(table),
-                              _partition_days(files, since, until))
+                              _partition_days(files, since, until), _rows_at_most(files, since, until))
     files = _parquet_files(path)
     if files is None:
         return None
@@ -97,6 +100,11 @@ def _hours_held(file: _File, since: datetime, until: datetime) -> list[datetime]
     hour = max(file.first or since, floor_hour(since))
     stop = min(file.last + HOUR if file.last else until, until)
     return [hour + i * HOUR for i in range(max(0, -(-(stop - hour) // HOUR)))]
+
+
+def _rows_at_most(files: list[_File], since: datetime, until: datetime) -> int | None:
+    held = [file.rows for file in files if _hours_held(file, since, until)]
+    return None if None in held else sum(held)
 
 
 def _fingerprints(files: list[_File], since: datetime, until: datetime) -> dict[datetime, str]:

@@ -73,11 +73,11 @@ def _sweep_stale_objects(staging_root: str, older_than: float) -> list[str]:
     cutoff = time.time() - older_than
     removed = sorted(name for name, at in newest.items() if at < cutoff)
     for name in removed:
-        _delete_dir(f"{staging_root}/_staging/{name}")
+        delete_staged_dir(f"{staging_root}/_staging/{name}")
     return removed
 
 
-def _delete_dir(path: str) -> None:
+def delete_staged_dir(path: str) -> None:
     """Remove a staged directory, local or on an object store, whatever is left of it."""
     if not is_object_store(path):
         shutil.rmtree(path, ignore_errors=True)
@@ -94,7 +94,7 @@ class StagingNotVisible(RuntimeError):
 
     def __init__(self, path: str):
         super().__init__(
-            f"Spark wrote this write's staged rows to {path}, but this process does not see that "
+            f"Spark wrote staged rows to {path}, but this process does not see that "
             "directory. With Spark Connect (or any driver that is not this process) the server and "
             "this process must see the warehouse at the same path: a shared filesystem mounted at "
             "the same place on both, or an object-store warehouse (s3://..., abfss://...)")
@@ -176,7 +176,7 @@ class StagedRows:
         return self._dataset.to_table(columns=list(names)).cast(subset)
 
     def close(self) -> None:
-        _delete_dir(self._path)
+        delete_staged_dir(self._path)
 
     def __enter__(self) -> "StagedRows":
         return self

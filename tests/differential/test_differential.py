@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from dagster import AssetKey
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 
@@ -252,14 +253,21 @@ def test_hour_by_hour_with_operations_equals_a_rebuild_and_the_documented_rules(
     # One full rebuild of everything with the final settings, cut into runs of 168 load hours
     # (max_hours_per_run's default: a backfill is always cut): sessions, copies and late rows
     # that straddle a cut come out the same. Its writes go through Spark's files, as a large
-    # backfill's do (the hours above were few rows each: collected, TableStore's `small`).
+    # backfill's do (the hours above were few rows each: collected, TableStore's `small`), and
+    # each run's wide sets are held as Parquet files, as a big window's are, not checkpointed.
     rebuilt = tmp_path / "rebuilt"
-    use(monkeypatch, source.path, rebuilt, **narrowed, **WITH_DECLARED)
+    use(monkeypatch, source.path, rebuilt, **narrowed, **WITH_DECLARED, INCREMENTAL_CHECKPOINT_VALUES_MAX="0")
     monkeypatch.setattr(table_interface, "COLLECTED_VALUES_MAX", 0)
     report = runner.backfill(START_DATE.date(), at(41).date(), instance=instance, echo=quiet, now=at(41, 1))
     first_hour, end_hour = report.hours
     runs = -(-(end_hour - first_hour) // dt.timedelta(hours=168))
     assert runs > 5 and report.success and sum(run.job == "hourly_job" for run in report.runs) == runs, report.runs
+    assert not list((rebuilt / "_staging").glob("*")), "every staged file was removed once written"
+    rebuild_runs = {run.run_id for run in report.runs}
+    held_as = Counter(record.asset_materialization.metadata["wide_rows_held_as"].value for record in
+                      instance.fetch_materializations(AssetKey("sessions_lifecycle_manifest"), limit=1000).records
+                      if record.run_id in rebuild_runs and "wide_rows_held_as" in record.asset_materialization.metadata)
+    assert held_as["files"] and sum(held_as.values()) == runs, held_as  # a run of no rows holds nothing
     expected_all = reference.expected_tables(source.rows, reference_settings(NARROWED), AS_OF, DECLARED)
     assert_same_tables(pipeline_tables(rebuilt), expected_all, "one full rebuild (runs of 100 hours) vs the documented rules")
 

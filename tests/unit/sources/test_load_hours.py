@@ -5,7 +5,7 @@ import time
 
 import pyarrow as pa
 import pytest
-from deltalake import write_deltalake
+from deltalake import DeltaTable, write_deltalake
 
 from incremental_assets.sources.load_hours import source_snapshot
 
@@ -74,3 +74,27 @@ def test_a_file_with_garbage_load_times_counts_only_in_the_hours_it_holds(tmp_pa
                                dt.datetime(2026, 2, 1, tzinfo=UTC))
     assert sorted(snapshot.fingerprints) == [dt.datetime(2026, 1, 5, 10, tzinfo=UTC),
                                              dt.datetime(2026, 1, 5, 13, tzinfo=UTC)]
+
+
+def test_rows_at_most_counts_the_files_that_may_hold_the_hours_less_deleted_rows(tmp_path):
+    # The hourly step sizes its window by this (resources.materialized): every row the window
+    # may hold is counted; a file of other hours is not; rows a delete hid are not.
+    def load_file(hour: int, rows: int):
+        loads = [dt.datetime(2026, 1, 5, hour, i, tzinfo=UTC) for i in range(rows)]
+        table = pa.table({"event_id": [f"{hour}-{i}" for i in range(rows)],
+                          "load_tstamp": pa.array(loads, pa.timestamp("us", "UTC")),
+                          "collector_tstamp": pa.array(loads, pa.timestamp("us", "UTC"))})
+        write_deltalake(str(tmp_path / "src"), table, mode="append")
+
+    load_file(10, 3)
+    load_file(11, 5)
+    load_file(14, 7)
+
+    def rows_at_most(start_hour: int, hours: int = 1):
+        start = dt.datetime(2026, 1, 5, start_hour, tzinfo=UTC)
+        return source_snapshot(str(tmp_path / "src"), start, start + dt.timedelta(hours=hours)).rows_at_most
+
+    assert (rows_at_most(10), rows_at_most(11), rows_at_most(10, 2), rows_at_most(0, 24)) == (3, 5, 8, 15)
+    assert rows_at_most(12, 2) == 0
+    DeltaTable(str(tmp_path / "src")).delete("event_id = '11-0'")  # rewrites the file without the row
+    assert rows_at_most(11) == 4
