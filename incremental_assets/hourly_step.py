@@ -142,7 +142,7 @@ def compute(warehouse: WarehouseResource, start: datetime, end: datetime,
                          allow_null_dvce_tstamps=settings.allow_null_dvce_tstamps, app_ids=settings.app_ids)
     # The window's wide sets (source rows, kept copies, filtered rows): checkpointed, or written
     # as files when the window's rows would not fit in memory (resources.materialized).
-    wide_files = None if held_in_memory(snapshot.rows_at_most if snapshot else None, len(validated.checked.columns),
+    wide_files = None if held_in_memory(snapshot.rows_estimate if snapshot else None, len(validated.checked.columns),
                                         settings.checkpoint_values_max) else tables.root
     validated = ValidatedRows(materialized(validated.checked, files_under=wide_files))  # the source is read once
     # The copies index of the window is every selected app's (a catch-up run writes it whole).

@@ -17,8 +17,8 @@ columns. A week of 10M events (2.75M rows) is 3.2 GB a set, where a 6 GB driver 
 3.4 GB for Spark's memory: the step's wide sets spilled to disk, and every later read, even of
 two columns, deserialized all of them. So the wide sets of a big window are written once as
 Parquet files under the warehouse's `_staging/` instead (`files_under`) and read back:
-compressed, columnar, a read takes only its columns. An hour's rows stay checkpoints (a write
-and a file listing would cost a small hour more than the memory saves).
+compressed, columnar, a read takes only its columns. An hour's rows stay checkpoints: they fit
+in memory, and files would add a Parquet write and a listing to each of the three sets.
 """
 
 from __future__ import annotations

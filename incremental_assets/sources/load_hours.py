@@ -49,9 +49,9 @@ class SourceSnapshot:
     # date: the rows of a UTC hour then sit in the next or previous day's folder, and the
     # reader must read the folders the plan placed the hour in, not the hour's UTC date.
     partition_days: tuple[date, date] | None = None
-    # The rows of the files that may hold an hour asked for, less those deletion vectors hide:
-    # at least the hours' rows (a file may hold other hours too); None: unknown (Parquet).
-    rows_at_most: int | None = None
+    # About how many rows the hours asked for hold: each file's rows (less those deletion vectors
+    # hide) spread evenly over the hours it may hold. None: unknown (Parquet, no statistics).
+    rows_estimate: int | None = None
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ def source_snapshot(path: str, since: datetime, until: datetime) -> SourceSnapsh
         table = DeltaTable(path)
         files = _delta_files(table)
         return SourceSnapshot(path, table.version(), _fingerprints(files, since, until), _columns(table),
-                              _partition_days(files, since, until), _rows_at_most(files, since, until))
+                              _partition_days(files, since, until), _rows_estimate(files, since, until))
     files = _parquet_files(path)
     if files is None:
         return None
@@ -102,9 +102,18 @@ def _hours_held(file: _File, since: datetime, until: datetime) -> list[datetime]
     return [hour + i * HOUR for i in range(max(0, -(-(stop - hour) // HOUR)))]
 
 
-def _rows_at_most(files: list[_File], since: datetime, until: datetime) -> int | None:
-    held = [file.rows for file in files if _hours_held(file, since, until)]
-    return None if None in held else sum(held)
+def _rows_estimate(files: list[_File], since: datetime, until: datetime) -> int | None:
+    """A file of a compacted day holds 24 hours: an hour's window counts a 24th of its rows."""
+    rows = 0.0
+    for file in files:
+        if not (held := _hours_held(file, since, until)):
+            continue
+        if file.rows is None:
+            return None
+        # Without statistics for an end, the file may hold every hour of the window on that side.
+        spanned = _hours_held(file, file.first or since, file.last + HOUR if file.last else until)
+        rows += file.rows * len(held) / max(1, len(spanned))
+    return round(rows)
 
 
 def _fingerprints(files: list[_File], since: datetime, until: datetime) -> dict[datetime, str]:

@@ -76,25 +76,26 @@ def test_a_file_with_garbage_load_times_counts_only_in_the_hours_it_holds(tmp_pa
                                              dt.datetime(2026, 1, 5, 13, tzinfo=UTC)]
 
 
-def test_rows_at_most_counts_the_files_that_may_hold_the_hours_less_deleted_rows(tmp_path):
-    # The hourly step sizes its window by this (resources.materialized): every row the window
-    # may hold is counted; a file of other hours is not; rows a delete hid are not.
-    def load_file(hour: int, rows: int):
-        loads = [dt.datetime(2026, 1, 5, hour, i, tzinfo=UTC) for i in range(rows)]
-        table = pa.table({"event_id": [f"{hour}-{i}" for i in range(rows)],
+def test_rows_estimate_spreads_each_files_rows_over_the_hours_it_may_hold(tmp_path):
+    # The hourly step sizes its window by this (resources.materialized): a file of one hour
+    # counts whole, a compacted file of several hours counts its share, a file of other hours
+    # not at all, rows a delete removed not at all.
+    def load_file(hours: list[int], rows_per_hour: int):
+        loads = [dt.datetime(2026, 1, 5, h, i, tzinfo=UTC) for h in hours for i in range(rows_per_hour)]
+        table = pa.table({"event_id": [f"{t:%H}-{t.minute}" for t in loads],
                           "load_tstamp": pa.array(loads, pa.timestamp("us", "UTC")),
                           "collector_tstamp": pa.array(loads, pa.timestamp("us", "UTC"))})
         write_deltalake(str(tmp_path / "src"), table, mode="append")
 
-    load_file(10, 3)
-    load_file(11, 5)
-    load_file(14, 7)
+    load_file([10], 3)
+    load_file([11], 5)
+    load_file([14, 15, 16, 17], 6)  # compacted: 24 rows over four hours
 
-    def rows_at_most(start_hour: int, hours: int = 1):
+    def rows_estimate(start_hour: int, hours: int = 1):
         start = dt.datetime(2026, 1, 5, start_hour, tzinfo=UTC)
-        return source_snapshot(str(tmp_path / "src"), start, start + dt.timedelta(hours=hours)).rows_at_most
+        return source_snapshot(str(tmp_path / "src"), start, start + dt.timedelta(hours=hours)).rows_estimate
 
-    assert (rows_at_most(10), rows_at_most(11), rows_at_most(10, 2), rows_at_most(0, 24)) == (3, 5, 8, 15)
-    assert rows_at_most(12, 2) == 0
+    assert [rows_estimate(10), rows_estimate(11), rows_estimate(10, 2), rows_estimate(0, 24)] == [3, 5, 8, 32]
+    assert [rows_estimate(15), rows_estimate(16, 4), rows_estimate(12, 2)] == [6, 12, 0]
     DeltaTable(str(tmp_path / "src")).delete("event_id = '11-0'")  # rewrites the file without the row
-    assert rows_at_most(11) == 4
+    assert rows_estimate(11) == 4
