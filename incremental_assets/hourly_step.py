@@ -58,7 +58,7 @@ from incremental_assets.transforms.sessions import (
     session_lifecycle,
     sessions_needing_update,
 )
-from resources.materialized import held_in_memory, materialized
+from resources.materialized import MaterializedSets, held_in_memory
 from resources.spark import broadcasts_allowed
 from resources.tables import RowRange, no_rows
 from resources.warehouse import WarehouseResource
@@ -129,7 +129,18 @@ def compute(warehouse: WarehouseResource, start: datetime, end: datetime,
             app_ids: tuple[str, ...] | None = None) -> HourlyResults:
     """The window's results; with `app_ids`, a catch-up run (planning.app_units): the rows of
     those apps alone are processed and replaced (an app no longer declared has none: its rows
-    go), the other apps' rows of the window stay as they are."""
+    go), the other apps' rows of the window stay as they are. The sets it materialized are
+    `results.materialized`; if it fails, they are released here (a big window's are files)."""
+    held = MaterializedSets()
+    try:
+        return _compute(warehouse, start, end, app_ids, held)
+    except BaseException:
+        held.release()
+        raise
+
+
+def _compute(warehouse: WarehouseResource, start: datetime, end: datetime, app_ids: tuple[str, ...] | None,
+             materialized: MaterializedSets) -> HourlyResults:
     settings, tables = warehouse.settings, warehouse.tables
     lookback = settings.dedupe_lookback
     snapshot = source_snapshot(settings.source, start, end)
@@ -243,8 +254,7 @@ def compute(warehouse: WarehouseResource, start: datetime, end: datetime,
         refiltered=tuple(sorted({r.append_id for r in queued.select("append_id").distinct().collect()}
                                 | ({append_id} if changed else set()))),
         counts_range=counts_range, few_rows=few, revived=revived,
-        materialized=[validated.checked, verdicts, kept, dominated, queued, stored, touched_from, session_events,
-                      lifecycle, filtered],
+        materialized=materialized.frames,
         facts={"scan_from": scan_from.isoformat(), "wide_rows_held_as": "files" if wide_files else "checkpoints",
                "copies_dominated": len(dominated_ids),
                "sessions_changed": len(changed_ids), "later_hours_to_rerun": len(revived)})

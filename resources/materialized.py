@@ -65,6 +65,22 @@ def materialized(df: DataFrame, *, files_under: str | None = None) -> DataFrame:
     return staged
 
 
+class MaterializedSets:
+    """`materialized`, keeping what it made, so that a step releases all of it together."""
+
+    def __init__(self) -> None:
+        self.frames: list[DataFrame] = []
+
+    def __call__(self, df: DataFrame, *, files_under: str | None = None) -> DataFrame:
+        frame = materialized(df, files_under=files_under)
+        self.frames.append(frame)
+        return frame
+
+    def release(self) -> None:
+        for frame in self.frames:
+            release(frame)
+
+
 def release(df: DataFrame) -> None:
     """Free the rows `materialized` keeps; a later read of `df` fails (it never recomputes).
 
