@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import requests
+from dagster import AssetKey, DagsterInstance
 
 from deploy.stack import HOST, Stack, wait_for_port
 from resources.manifest import ManifestStore
@@ -86,12 +87,21 @@ def test_the_pipeline_through_spark_connect_on_the_cluster_equals_local_mode(
                "DAGSTER_HOME": str(tmp_path / "dagster_home"), "NO_PROXY": HOST, "no_proxy": HOST}
         env.pop("INCREMENTAL_SPARK_MASTER", None)
 
-        # Hour by hour: the first six load hours, then three more (late events among them).
-        for until, (first, last) in ((FIRST_UNTIL, (0, 6)), (SECOND_UNTIL, (6, 9))):
+        # Hour by hour: the first six load hours, then three more (late events among them). The
+        # first run holds its wide sets as files, as a big window's are (checkpoint_values_max
+        # 0): the server's executors write them, this process removes them.
+        as_files = {"INCREMENTAL_CHECKPOINT_VALUES_MAX": "0"}
+        for until, (first, last), extra in ((FIRST_UNTIL, (0, 6), as_files), (SECOND_UNTIL, (6, 9), {})):
             assert write_loads(events, source, T0 + timedelta(hours=first), T0 + timedelta(hours=last)) > 0
-            done = cli_run(env, until)
+            done = cli_run({**env, **extra}, until)
             assert done.returncode == 0, f"run --until {until}:\n{done.stdout}\n{done.stderr}"
             assert "failed" not in done.stdout, done.stdout
+            assert not list((connect_warehouse / "_staging").glob("*")), "staged sets left behind"
+        with DagsterInstance.from_config(str(tmp_path / "dagster_home")) as instance:
+            records = instance.fetch_materializations(AssetKey("sessions_lifecycle_manifest"), limit=100).records
+        held_as = {r.asset_materialization.metadata["wide_rows_held_as"].value for r in records
+                   if "wide_rows_held_as" in r.asset_materialization.metadata}
+        assert held_as == {"files", "checkpoints"}, held_as  # the first run's, the second's
 
         # Every run went through the Connect server: the master lists only its application,
         # still running, and no run started a driver of its own.
