@@ -30,7 +30,7 @@ import weakref
 from pyspark.sql import DataFrame
 
 from resources.object_store import is_object_store
-from resources.tables.staging import StagingNotVisible, delete_staged_dir, sweep_stale_staging
+from resources.tables.staging import StagingNotVisible, delete_staged_dir, sweep_stale_staging, write_parquet_counted
 
 LOST_ROWS_ERROR = "CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND"
 
@@ -53,7 +53,7 @@ def materialized(df: DataFrame, *, files_under: str | None = None) -> DataFrame:
     sweep_stale_staging(files_under)
     path = f"{files_under}/_staging/{uuid.uuid4().hex}"
     try:
-        df.write.mode("error").option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false").parquet(path)
+        write_parquet_counted(df, path)
     except BaseException:
         delete_staged_dir(path)  # a failed job can leave part files behind
         raise

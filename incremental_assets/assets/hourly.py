@@ -128,7 +128,7 @@ def hourly_assets(context: AssetExecutionContext, warehouse: WarehouseResource):
         results = compute(warehouse, window.start, window.end, app_ids=app_ids)
         try:
             yield from _checked_and_written(context, warehouse, results, app_ids, app_ids_before, claim)
-        finally:  # written (the IO manager released them already), refused by the check, or failed
+        finally:  # written, refused by the check, or failed
             for df in results.materialized:
                 release(df)
 
@@ -187,7 +187,7 @@ def _checked_and_written(context: AssetExecutionContext, warehouse: WarehouseRes
                         "merge", merge_keys=("load_hour_tstamp",), small=True)] if results.revived else []
     yield Output(TableOutput(
         results.filtered, claim, rows=filtered_replaced, within=within, payload=payload,
-        materialized=results.materialized, metadata=state, small=small,
+        metadata=state, small=small,
         # Counts per (load hour, event day) and ledger rows per hour: few, whatever the window.
         after=[TableWrite(FILTERED_COUNTS, lambda: filtered_counts(warehouse, results), "replace_range",
                           range_column="load_hour_tstamp", range=results.counts_range, small=True),
