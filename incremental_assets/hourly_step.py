@@ -28,7 +28,14 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from incremental_assets.erasure import erased_ids
-from incremental_assets.names import BASE_EVENTS, EVENT_COPIES, FILTERED_EVENTS, LIFECYCLE, SESSIONS_TO_REFILTER
+from incremental_assets.names import (
+    BASE_EVENTS,
+    EVENT_COPIES,
+    FILTERED_EVENTS,
+    LIFECYCLE,
+    SESSIONS_TO_REFILTER,
+    TABLE_PARTITIONS,
+)
 from incremental_assets.planning.app_units import joined
 from incremental_assets.planning.hours import floor_hour, hours_between
 from incremental_assets.planning.reconcile import RUN_AGAIN
@@ -167,7 +174,9 @@ def _compute(warehouse: WarehouseResource, start: datetime, end: datetime, app_i
                              columns=list(COPY_COLUMNS))
     verdicts = materialized(copy_verdicts(valid, earlier, lookback=lookback))
     few = broadcasts_allowed(warehouse.spark) and verdicts.count() <= BROADCAST_VERDICTS_MAX_ROWS
-    kept = materialized(kept_copies(valid, verdicts, broadcast_verdicts=few), files_under=wide_files)
+    # As files, laid out as the tables they are written to: their writes take these files (TableStore.replace).
+    kept = materialized(kept_copies(valid, verdicts, broadcast_verdicts=few), files_under=wide_files,
+                        partition_by=TABLE_PARTITIONS[BASE_EVENTS])
     later = _read_or_empty(warehouse, EVENT_COPIES, COPIES_SCHEMA, "load_tstamp", end, end + lookback,
                            columns=list(COPY_COLUMNS))
     # Every valid copy of the window dominates the later copies within the look-back, a dropped
@@ -238,7 +247,7 @@ def _compute(warehouse: WarehouseResource, start: datetime, end: datetime, app_i
     if changed_ids:
         again = stored_events.where(F.col("domain_sessionid").isin(list(changed_ids)))
         filtered = filtered.unionByName(filtered_events(again, lifecycle, **filter_settings))
-    filtered = materialized(filtered, files_under=wide_files)
+    filtered = materialized(filtered, files_under=wide_files, partition_by=TABLE_PARTITIONS[FILTERED_EVENTS])
 
     to_refilter, append_id = queue_rows(warehouse, changed)
     first_count_hour = min(start, floor_hour(changed_rows.start)) if changed_ids else start

@@ -37,6 +37,11 @@ STATE_TABLES = (REJECTED_EVENTS, EVENT_COPIES, HOUR_LEDGER, FILTERED_COUNTS, SES
                 DAY_LEDGER, USERS_TO_REFRESH, ATTRIBUTE_STATES, PROCESSING_MANIFEST, ERASURE_REQUESTS, SKIPPED_HOURS)
 # Every table the pipeline keeps (what table maintenance covers).
 ALL_TABLES = (*ALL_ASSETS, *STATE_TABLES)
+# The columns a table's files are partitioned by when the pipeline creates it (the tables not
+# named here are not partitioned). A step that holds rows it will write to one of these tables
+# as files lays them out the same way, so the write can take those files as they are.
+TABLE_PARTITIONS = {BASE_EVENTS: ("load_date",), EVENT_COPIES: ("load_date",), FILTERED_EVENTS: ("event_date",),
+                    DAILY_AGGREGATES: ("event_date",), ATTRIBUTE_STATES: ("event_date",)}
 
 # The concurrency pool of the hourly step (it reads and rewrites session state): a production
 # instance limits it to one step at a time (deploy/dagster.yaml).

@@ -18,23 +18,31 @@ columns. A week of 10M events (2.75M rows) is 3.2 GB a set, where a 6 GB driver 
 two columns, deserialized all of them. So the wide sets of a big window are written once as
 Parquet files under the warehouse's `_staging/` instead (`files_under`) and read back:
 compressed, columnar, a read takes only its columns. An hour's rows stay checkpoints: they fit
-in memory, and files would add a Parquet write and a listing to each of the three sets.
+in memory, and files would add a Parquet write and a listing to each of the three sets. Files
+laid out as the table the rows go to are that write's files too: the table store links them
+into the table (`staging.staged_set_of`) rather than writing the rows a second time.
 """
 
 from __future__ import annotations
 
 import os
 import uuid
-import weakref
+from typing import Sequence
 
 from pyspark.sql import DataFrame
 
 from resources.object_store import is_object_store
-from resources.tables.staging import StagingNotVisible, delete_staged_dir, sweep_stale_staging, write_parquet_counted
+from resources.tables.staging import (
+    StagedSet,
+    StagingNotVisible,
+    delete_staged_dir,
+    forget_staged_set,
+    remember_staged_set,
+    sweep_stale_staging,
+    write_parquet_counted,
+)
 
 LOST_ROWS_ERROR = "CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND"
-
-_staged_dir_of: "weakref.WeakKeyDictionary[DataFrame, str]" = weakref.WeakKeyDictionary()
 
 
 def held_in_memory(expected_rows: int | None, columns: int, values_max: int) -> bool:
@@ -44,24 +52,27 @@ def held_in_memory(expected_rows: int | None, columns: int, values_max: int) -> 
     return expected_rows is None or expected_rows * columns <= values_max
 
 
-def materialized(df: DataFrame, *, files_under: str | None = None) -> DataFrame:
+def materialized(df: DataFrame, *, files_under: str | None = None, partition_by: Sequence[str] = ()) -> DataFrame:
     """`df` computed now; its rows stay on the executors until `release`, or, with
     `files_under` (a warehouse root), as Parquet files under `<files_under>/_staging/<id>`,
-    removed by `release` (or, after a crash, by the sweep of stale staged files)."""
+    removed by `release` (or, after a crash, by the sweep of stale staged files). Files are laid
+    out by `partition_by`: rows bound for a table partitioned so are written in its layout, and
+    the table's write takes those files (TableStore.replace) instead of writing them again."""
     if files_under is None:
         return df.localCheckpoint(eager=True)
     sweep_stale_staging(files_under)
     path = f"{files_under}/_staging/{uuid.uuid4().hex}"
     try:
-        write_parquet_counted(df, path)
+        rows = write_parquet_counted(df, path, partition_by)
     except BaseException:
         delete_staged_dir(path)  # a failed job can leave part files behind
         raise
     if not is_object_store(path) and not os.path.isdir(path):
         raise StagingNotVisible(path)  # this process could not remove them
-    # The schema given, not inferred: the same types and no footer to read.
-    staged = df.sparkSession.read.schema(df.schema).parquet(path)
-    _staged_dir_of[staged] = path
+    # The schema given, not inferred: the same types and no footer to read. Partition columns
+    # come back last: the select puts every column where it was.
+    staged = df.sparkSession.read.schema(df.schema).parquet(path).select(*df.columns)
+    remember_staged_set(staged, StagedSet(path, tuple(partition_by), rows))
     return staged
 
 
@@ -71,8 +82,8 @@ class MaterializedSets:
     def __init__(self) -> None:
         self.frames: list[DataFrame] = []
 
-    def __call__(self, df: DataFrame, *, files_under: str | None = None) -> DataFrame:
-        frame = materialized(df, files_under=files_under)
+    def __call__(self, df: DataFrame, *, files_under: str | None = None, partition_by: Sequence[str] = ()) -> DataFrame:
+        frame = materialized(df, files_under=files_under, partition_by=partition_by)
         self.frames.append(frame)
         return frame
 
@@ -87,9 +98,9 @@ def release(df: DataFrame) -> None:
     Files are removed here. Classic Spark frees a checkpoint here; through Spark Connect the
     client has no handle on one: the server frees it when this process drops the DataFrame
     (PySpark tells it then)."""
-    path = _staged_dir_of.pop(df, None)
-    if path is not None:
-        delete_staged_dir(path)
+    staged = forget_staged_set(df)
+    if staged is not None:
+        delete_staged_dir(staged.path)
         return
     jdf = getattr(df, "_jdf", None)  # None through Spark Connect
     if jdf is None:

@@ -43,6 +43,7 @@ from incremental_assets.names import (
     DAILY_AGGREGATES,
     DAY_LEDGER,
     FILTERED_EVENTS,
+    TABLE_PARTITIONS,
     USERS_TO_REFRESH,
 )
 from incremental_assets.partitions import LOAD_SETTINGS, daily_partitions, filtered_hours_of_day, single_run
@@ -73,7 +74,7 @@ LOCK_WAIT_RETRIES = 20
     description="One row per (event_date, domain_userid), rebuilt from every filtered event of "
                 "the day; daily_aggregation_manifest records rows aggregated and rows pending.",
     metadata={"table": DAILY_AGGREGATES, "write": "replace_range", "range_column": "event_date",
-              "partition_by": ["event_date"], **table_metadata(DAILY_AGGREGATES)},
+              "partition_by": list(TABLE_PARTITIONS[DAILY_AGGREGATES]), **table_metadata(DAILY_AGGREGATES)},
     owners=OWNERS,
     code_version=CODE_VERSION,
 )
@@ -94,7 +95,7 @@ def daily_aggregates(context: AssetExecutionContext, warehouse: WarehouseResourc
             # The queue first: it compares the days' rows as stored with their rebuild.
             before=[TableWrite(USERS_TO_REFRESH, results.users_to_refresh, "append", small=True),
                     *([TableWrite(ATTRIBUTE_STATES, results.states, "replace_range", range_column="event_date",
-                                  partition_by=["event_date"])] if results.states is not None else [])],
+                                  partition_by=TABLE_PARTITIONS[ATTRIBUTE_STATES])] if results.states is not None else [])],
             markers=[TableWrite(DAY_LEDGER, results.ledger, "replace_range", range_column="event_date", small=True)],
             metadata=run_state_metadata(context, warehouse.settings),
             payload={"days": f"{first_day}..{date.fromordinal(end_day.toordinal() - 1)}"})
@@ -168,7 +169,8 @@ def _attributes_output(context: AssetExecutionContext, warehouse: WarehouseResou
     # declared are replaced). A crash before the table's commit leaves the table with the
     # versions it held, so the next run computes the same states again.
     before = [TableWrite(ATTRIBUTE_STATES, None, "delete", key="attribute", keys=update.backfilled),
-              TableWrite(ATTRIBUTE_STATES, update.backfill, "append", partition_by=["event_date"])] \
+              TableWrite(ATTRIBUTE_STATES, update.backfill, "append",
+                         partition_by=TABLE_PARTITIONS[ATTRIBUTE_STATES])] \
         if update.backfill is not None else []
     last_day = last_event_day(warehouse)
     context.log.info(f"attributes as of {as_of}: {update.how}")

@@ -57,6 +57,7 @@ from incremental_assets.names import (
     RUN_LIMITS_TAG,
     SESSIONS_TO_REFILTER,
     SOURCE_EVENTS,
+    TABLE_PARTITIONS,
 )
 from incremental_assets.partitions import hourly_partitions, hours_per_run
 from incremental_assets.planning.app_units import joined, split
@@ -84,7 +85,7 @@ def _out(description: str, **metadata) -> AssetOut:
         BASE_EVENTS: _out("Validated events, one copy of each (the first loaded within dedupe_lookback_days), "
                           "by load hour. Invalid and late-sent rows go to `rejected_events` with a reason.",
                           table=BASE_EVENTS, write="replace", range_column="load_tstamp",
-                          partition_by=["load_date"]),
+                          partition_by=list(TABLE_PARTITIONS[BASE_EVENTS])),
         LIFECYCLE: _out("One row per session (start/end in event time, event count, user, first and last load), "
                         "recomputed from all events of every session touched in the hour.",
                         table=LIFECYCLE, write="replace_keys", key="domain_sessionid"),
@@ -93,7 +94,7 @@ def _out(description: str, **metadata) -> AssetOut:
                           table=QUARANTINED, write="replace_keys", key="domain_sessionid"),
         FILTERED_EVENTS: _out("Relevant events with session fields and event_date: the input of the daily layer.",
                               table=FILTERED_EVENTS, write="replace", range_column="load_tstamp",
-                              partition_by=["event_date"]),
+                              partition_by=list(TABLE_PARTITIONS[FILTERED_EVENTS])),
     },
     deps=[SOURCE_EVENTS],
     internal_asset_deps={
@@ -170,7 +171,7 @@ def _checked_and_written(context: AssetExecutionContext, warehouse: WarehouseRes
     small = source_rows <= rows_collected_at_most(len(results.kept.columns))
     yield Output(TableOutput(results.kept, claim, completes=False, rows=base_replaced, within=within, before=[
         TableWrite(EVENT_COPIES, results.copies, "replace_range", range_column="load_tstamp",
-                   partition_by=["load_date"], small=small),
+                   partition_by=TABLE_PARTITIONS[EVENT_COPIES], small=small),
         TableWrite(REJECTED_EVENTS, results.rejected, "replace_range", range_column="load_hour_tstamp",
                    within=within, small=small),
     ], metadata=state, small=small), output_name=BASE_EVENTS)

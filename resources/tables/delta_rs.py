@@ -65,7 +65,14 @@ from resources.tables.ranges import (
     spark_type_name,
 )
 from resources.tables.scans import record_scan
-from resources.tables.staging import RowsToWrite, StagedRows, collected_rows, delta_field, new_table_configuration
+from resources.tables.staging import (
+    RowsToWrite,
+    StagedRows,
+    collected_rows,
+    delta_field,
+    new_table_configuration,
+    staged_set_of,
+)
 from resources.tables.staging import stats_columns as stats_columns_of
 
 
@@ -244,8 +251,7 @@ class DeltaRsTableStore(TableStore):
         collected = collected_rows(df) if small else None
         if collected is None and writes_directly(self.spark, self.root, table, df.schema, table_schema,
                                                  partition_by or []):
-            return self._replace_directly(name, table, df if table is None else df.select(*table_schema.names),
-                                          rows, partition_by)
+            return self._replace_directly(name, table, df, rows, partition_by)
         with (collected if collected is not None else self._stage(df)) as data:
             partition_by = self._check_partition_by(partition_by, data.column_names)
             check_columns_present(data.column_names, sorted({r.column for r in rows}), f"replace {name}")
@@ -263,14 +269,17 @@ class DeltaRsTableStore(TableStore):
             return self._commit(attempt)
 
     def _replace_directly(self, name, table: DeltaTable | None, df, rows, partition_by) -> WriteResult:
-        """replace() with Spark writing the files and one commit of file actions (direct_write)."""
+        """replace() with Spark writing the files (or linking those of the staged set `df` reads,
+        if it is one) and one commit of file actions (direct_write)."""
         path, what = self.path(name), f"replace {name}"
+        written_as = staged_set_of(df)
+        df = df if table is None else df.select(*spark_schema(table).names)
         check_columns_present(df.columns, sorted({r.column for r in rows}), what)
         partition_by = (table.metadata().partition_columns if table is not None
                         else self._check_partition_by(partition_by, df.columns))
         arrow_schema = pa.schema([delta_field(f) for f in to_arrow_schema(df.schema, timezone="UTC")])
         ranges = resolve_rows(rows, df.schema, what)
-        with SparkFiles(df, self.root, partition_by) as new:
+        with SparkFiles(df, self.root, partition_by, written_as=written_as) as new:
             check_arrow_rows_in_ranges(new.columns(sorted({r.column for r in ranges}), arrow_schema), ranges)
             return self._commit(lambda: self._commit_replace(path, new, ranges, arrow_schema, partition_by))
 

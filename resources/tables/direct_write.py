@@ -30,6 +30,7 @@ from resources.tables.delta_log import HIVE_NULL_PARTITION, spark_can_read_files
 from resources.tables.parquet_stats import add_action
 from resources.tables.staging import (
     STATS_COLUMNS_PROPERTY,
+    StagedSet,
     StagingIncomplete,
     StagingNotVisible,
     check_staged_rows,
@@ -69,14 +70,20 @@ def writes_directly(spark, root: str, table: DeltaTable | None, df_schema, table
 class SparkFiles:
     """A DataFrame's rows written by Spark as Parquet under `<root>/_staging/<id>`, then moved
     into a table's directory. Use as `with SparkFiles(...) as files:`; leaving the block deletes
-    what was not moved, and `move_back()` returns moved files whose commit did not land."""
+    what was not moved, and `move_back()` returns moved files whose commit did not land.
 
-    def __init__(self, df, root: str, partition_by: Sequence[str]):
+    `written_as`: the staged set `df` reads (resources.materialized), if it is one. Laid out by
+    the same partition columns, its files are the rows already written: they are linked here
+    (a hard link: no copy, and the set keeps its own until released) instead of written again."""
+
+    def __init__(self, df, root: str, partition_by: Sequence[str], *, written_as: StagedSet | None = None):
         sweep_stale_staging(root)
         self.partition_by = list(partition_by)
         self._dir = f"{root}/_staging/{uuid.uuid4().hex}"
+        self.linked = written_as is not None and written_as.partition_by == tuple(self.partition_by) \
+            and _linked(written_as.path, self._dir)
         try:
-            written = write_parquet_counted(df, self._dir, self.partition_by)
+            written = written_as.rows if self.linked else write_parquet_counted(df, self._dir, self.partition_by)
         except BaseException:
             self.close()  # a failed Spark job can leave part files behind
             raise
@@ -148,6 +155,24 @@ class SparkFiles:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _linked(source_dir: str, target_dir: str) -> bool:
+    """Hard links under `target_dir` to the Parquet files under `source_dir`, at the same
+    relative paths (none for a set without rows); False, with nothing left under `target_dir`,
+    where the filesystem refuses."""
+    try:
+        os.makedirs(target_dir)
+        for file in Path(source_dir).rglob("*.parquet"):
+            if file.name.startswith("."):
+                continue
+            target = Path(target_dir, file.relative_to(source_dir))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.link(file, target)
+    except OSError:
+        shutil.rmtree(target_dir, ignore_errors=True)
+        return False
+    return True
 
 
 class StagedFiles:

@@ -9,6 +9,8 @@ import os
 import shutil
 import time
 import uuid
+import weakref
+from dataclasses import dataclass
 from typing import Sequence
 
 import pyarrow as pa
@@ -16,10 +18,11 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 from pyspark.sql import Observation
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from resources.object_store import filesystem as object_filesystem
 from resources.object_store import is_object_store
-from resources.tables.delta_log import NEW_TABLE_CONFIGURATION
+from resources.tables.delta_log import HIVE_NULL_PARTITION, NEW_TABLE_CONFIGURATION
 from resources.tables.interface import rows_collected_at_most
 
 
@@ -121,6 +124,37 @@ def write_parquet_counted(df, path: str, partition_by: Sequence[str] = ()) -> in
     return int(observation.get["rows"])
 
 
+@dataclass(frozen=True)
+class StagedSet:
+    """Rows a step had Spark write once as Parquet files, to read several times and maybe
+    write to a table (resources.materialized): where, laid out how, how many."""
+
+    path: str
+    partition_by: tuple[str, ...]
+    rows: int
+
+
+# The staged sets by the DataFrame that reads them: a write handed one of those DataFrames can
+# take its files as they are rather than have Spark write the same rows again.
+_staged_sets: "weakref.WeakKeyDictionary[object, StagedSet]" = weakref.WeakKeyDictionary()
+
+
+def remember_staged_set(df, staged: StagedSet) -> None:
+    _staged_sets[df] = staged
+
+
+def staged_set_of(df) -> StagedSet | None:
+    """The staged set `df` reads, if it is one (and not released)."""
+    try:
+        return _staged_sets.get(df)
+    except TypeError:  # not weakly referable: no DataFrame, so no set
+        return None
+
+
+def forget_staged_set(df) -> StagedSet | None:
+    return _staged_sets.pop(df, None)
+
+
 def check_staged_rows(path: str, written: int, found: int) -> None:
     if found != written:
         raise StagingIncomplete(path, written, found)
@@ -133,24 +167,35 @@ class StagedRows:
     store) and delta-rs reads them back as a stream of Arrow batches, so memory stays bounded
     however large the write (collecting the result to the driver ran a 10M-event backfill out
     of heap). Use as `with StagedRows(...) as data:`; leaving the block removes the files,
-    whether the write succeeded or not.
+    whether the write succeeded or not. A DataFrame that reads a staged set (`staged_set_of`)
+    is not written again: its files are read as they are, and left to the set's release.
     """
 
     def __init__(self, df, staging_root: str):
-        sweep_stale_staging(staging_root)
-        self._path = f"{staging_root}/_staging/{uuid.uuid4().hex}"
-        try:
-            written = write_parquet_counted(df, self._path)
-        except BaseException:
-            self.close()  # a failed Spark job can leave part files behind
-            raise
+        reused = staged_set_of(df)
+        self._owned = reused is None
+        if reused is not None:
+            self._path, written, partition_by = reused.path, reused.rows, reused.partition_by
+        else:
+            sweep_stale_staging(staging_root)
+            self._path, partition_by = f"{staging_root}/_staging/{uuid.uuid4().hex}", ()
+            try:
+                written = write_parquet_counted(df, self._path)
+            except BaseException:
+                self.close()  # a failed Spark job can leave part files behind
+                raise
         filesystem, inner = object_filesystem(self._path)
         found = filesystem.get_file_info(inner).type == pafs.FileType.Directory
         if not found and not is_object_store(self._path):
             raise StagingNotVisible(self._path)
+        # The DataFrame's own types and column order (a set's partition columns are directory names).
+        arrow_schema = to_arrow_schema(df.schema, timezone="UTC")
+        partitioning = ds.HivePartitioning(pa.schema([arrow_schema.field(c) for c in partition_by]),
+                                           null_fallback=HIVE_NULL_PARTITION) if partition_by else None
         # On an object store a directory exists only through its objects: none, no rows.
-        self._dataset = ds.dataset(inner, filesystem=filesystem, format="parquet") if found else None
-        source_schema = self._dataset.schema if found and self._dataset.files else df.limit(0).toArrow().schema
+        self._dataset = ds.dataset(inner, filesystem=filesystem, format="parquet",
+                                   partitioning=partitioning) if found else None
+        source_schema = self._dataset.schema if found and self._dataset.files and not partition_by else arrow_schema
         self.schema = pa.schema([delta_field(f) for f in source_schema])
         self.column_names = self.schema.names
         self.num_rows = self._dataset.count_rows() if found else 0
@@ -161,7 +206,7 @@ class StagedRows:
             raise
 
     def _batches(self):
-        return self._dataset.to_batches() if self._dataset is not None else iter(())
+        return self._dataset.to_batches(columns=self.column_names) if self._dataset is not None else iter(())
 
     def reader(self) -> pa.RecordBatchReader:
         """A fresh stream of all rows in `schema` (each commit attempt reads its own)."""
@@ -176,7 +221,8 @@ class StagedRows:
         return self._dataset.to_table(columns=list(names)).cast(subset)
 
     def close(self) -> None:
-        delete_staged_dir(self._path)
+        if self._owned:
+            delete_staged_dir(self._path)
 
     def __enter__(self) -> "StagedRows":
         return self

@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 
 from resources import materialized as materialized_module
+from resources.tables import direct_write
+from resources.tables import interface as table_interface
 from tests.reliability.helpers import SECOND_RUN, assert_same_tables, copy_warehouse, run_in_process, snapshot
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -20,10 +22,10 @@ def sets_as_files(monkeypatch) -> list[str]:
     made: list[str] = []
     original = materialized_module.materialized
 
-    def recording(df, *, files_under=None):
+    def recording(df, *, files_under=None, partition_by=()):
         if files_under is not None:
             made.append(files_under)
-        return original(df, files_under=files_under)
+        return original(df, files_under=files_under, partition_by=partition_by)
 
     monkeypatch.setattr(materialized_module, "materialized", recording)
     return made
@@ -34,11 +36,18 @@ def staged(warehouse) -> list[str]:
 
 
 def test_sets_held_as_files_give_the_same_tables_and_are_removed(lake, after_first_run, second_run_tables,
-                                                                  tmp_path, sets_as_files):
+                                                                  tmp_path, sets_as_files, monkeypatch):
+    linked: list[bool] = []  # one entry a write that took a set's files
+    original = direct_write._linked
+    monkeypatch.setattr(direct_write, "_linked", lambda *args: linked.append(original(*args)) or linked[-1])
+    # A window big enough for files is too big to collect: its writes go through Spark's files.
+    monkeypatch.setattr(table_interface, "COLLECTED_VALUES_MAX", 0)
     warehouse = copy_warehouse(after_first_run, tmp_path / "warehouse")
     report = run_in_process(SECOND_RUN, lake, warehouse, **AS_FILES)
     assert report.success, report.runs
     assert len(sets_as_files) >= 3  # source rows, kept copies, filtered rows
+    # base_events and filtered_events took the kept copies' and the filtered rows' files.
+    assert linked.count(True) >= 2, linked
     assert staged(warehouse) == [], (sets_as_files, staged(warehouse))
     assert_same_tables(snapshot(warehouse), second_run_tables)
 
