@@ -95,7 +95,8 @@ def daily_aggregates(context: AssetExecutionContext, warehouse: WarehouseResourc
             # The queue first: it compares the days' rows as stored with their rebuild.
             before=[TableWrite(USERS_TO_REFRESH, results.users_to_refresh, "append", small=True),
                     *([TableWrite(ATTRIBUTE_STATES, results.states, "replace_range", range_column="event_date",
-                                  partition_by=TABLE_PARTITIONS[ATTRIBUTE_STATES])] if results.states is not None else [])],
+                                  partition_by=TABLE_PARTITIONS[ATTRIBUTE_STATES])]
+                      if results.states is not None else [])],
             markers=[TableWrite(DAY_LEDGER, results.ledger, "replace_range", range_column="event_date", small=True)],
             metadata=run_state_metadata(context, warehouse.settings),
             payload={"days": f"{first_day}..{date.fromordinal(end_day.toordinal() - 1)}"})

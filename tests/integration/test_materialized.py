@@ -12,6 +12,7 @@ from pyspark.sql import functions as F
 from incremental_assets.settings import Settings
 from resources.materialized import held_in_memory, materialized, release
 from resources.tables import RowRange, table_store
+from resources.tables import staging
 from resources.tables.staging import StagedRows, StagingIncomplete
 
 pytestmark = pytest.mark.spark
@@ -153,6 +154,28 @@ def test_staged_rows_of_a_set_are_its_files_read_in_the_frames_columns(spark, tm
     assert staged_dirs(tmp_path) == only_the_set
     release(staged)
     assert staged_dirs(tmp_path) == []
+
+
+def test_a_replace_delta_rs_writes_itself_streams_the_sets_files(spark, tmp_path, monkeypatch):
+    """A replace that cannot take files as they are (here a new column, which delta-rs adds to
+    the schema; on an object store every replace) has delta-rs write the set's rows from its
+    files, without staging them again."""
+    root = tmp_path / "warehouse"
+    tables = table_store(spark, str(root), engine="delta-rs")
+    tables.replace("t", dated_rows(spark, 10), rows=WHOLE_RANGE, partition_by=["load_date"])
+    source = dated_rows(spark, 60, 100).withColumn("extra", F.col("n") * 2)
+    staged = materialized(source, files_under=str(root), partition_by=["load_date"])
+    only_the_set = staged_dirs(root)
+    spark_writes: list[str] = []
+    write = staging.write_parquet_counted
+    monkeypatch.setattr(staging, "write_parquet_counted",
+                        lambda df, path, *args: spark_writes.append(path) or write(df, path, *args))
+    tables.replace("t", staged, rows=WHOLE_RANGE, partition_by=["load_date"])
+    assert spark_writes == []  # no second staged copy
+    assert staged_dirs(root) == only_the_set  # the set's files left to its release
+    assert sorted(tables.read("t").select(*source.columns).collect()) == sorted(source.collect())
+    release(staged)
+    assert staged_dirs(root) == []
 
 
 def test_a_window_is_held_in_memory_up_to_the_values_limit():
