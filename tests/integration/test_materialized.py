@@ -11,8 +11,7 @@ from pyspark.sql import functions as F
 
 from incremental_assets.settings import Settings
 from resources.materialized import held_in_memory, materialized, release
-from resources.tables import RowRange, table_store
-from resources.tables import staging
+from resources.tables import RowRange, staging, table_store
 from resources.tables.staging import StagedRows, StagingIncomplete
 
 pytestmark = pytest.mark.spark
