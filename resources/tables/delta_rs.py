@@ -251,7 +251,7 @@ class DeltaRsTableStore(TableStore):
         collected = collected_rows(df) if small else None
         if collected is None and writes_directly(self.spark, self.root, table, df.schema, table_schema,
                                                  partition_by or []):
-            return self._replace_directly(name, table, df, rows, partition_by)
+            return self._replace_directly(name, table, table_schema, df, rows, partition_by)
         with (collected if collected is not None else self._stage(df)) as data:
             partition_by = self._check_partition_by(partition_by, data.column_names)
             check_columns_present(data.column_names, sorted({r.column for r in rows}), f"replace {name}")
@@ -268,12 +268,12 @@ class DeltaRsTableStore(TableStore):
 
             return self._commit(attempt)
 
-    def _replace_directly(self, name, table: DeltaTable | None, df, rows, partition_by) -> WriteResult:
+    def _replace_directly(self, name, table: DeltaTable | None, table_schema, df, rows, partition_by) -> WriteResult:
         """replace() with Spark writing the files (or linking those of the staged set `df` reads,
         if it is one) and one commit of file actions (direct_write)."""
         path, what = self.path(name), f"replace {name}"
         written_as = staged_set_of(df)
-        df = df if table is None else df.select(*spark_schema(table).names)
+        df = df if table is None else df.select(*table_schema.names)
         check_columns_present(df.columns, sorted({r.column for r in rows}), what)
         partition_by = (table.metadata().partition_columns if table is not None
                         else self._check_partition_by(partition_by, df.columns))

@@ -80,10 +80,10 @@ class SparkFiles:
         sweep_stale_staging(root)
         self.partition_by = list(partition_by)
         self._dir = f"{root}/_staging/{uuid.uuid4().hex}"
-        self.linked = written_as is not None and written_as.partition_by == tuple(self.partition_by) \
+        linked = written_as is not None and written_as.partition_by == tuple(self.partition_by) \
             and _linked(written_as.path, self._dir)
         try:
-            written = written_as.rows if self.linked else write_parquet_counted(df, self._dir, self.partition_by)
+            written = written_as.rows if linked else write_parquet_counted(df, self._dir, self.partition_by)
         except BaseException:
             self.close()  # a failed Spark job can leave part files behind
             raise

@@ -145,10 +145,7 @@ def remember_staged_set(df, staged: StagedSet) -> None:
 
 def staged_set_of(df) -> StagedSet | None:
     """The staged set `df` reads, if it is one (and not released)."""
-    try:
-        return _staged_sets.get(df)
-    except TypeError:  # not weakly referable: no DataFrame, so no set
-        return None
+    return _staged_sets.get(df)
 
 
 def forget_staged_set(df) -> StagedSet | None:
@@ -195,8 +192,9 @@ class StagedRows:
         # On an object store a directory exists only through its objects: none, no rows.
         self._dataset = ds.dataset(inner, filesystem=filesystem, format="parquet",
                                    partitioning=partitioning) if found else None
-        source_schema = self._dataset.schema if found and self._dataset.files and not partition_by else arrow_schema
-        self.schema = pa.schema([delta_field(f) for f in source_schema])
+        # The files' types where there are files, in the DataFrame's column order.
+        types = self._dataset.schema if found and self._dataset.files else arrow_schema
+        self.schema = pa.schema([delta_field(types.field(name)) for name in arrow_schema.names])
         self.column_names = self.schema.names
         self.num_rows = self._dataset.count_rows() if found else 0
         try:
