@@ -145,7 +145,10 @@ def remember_staged_set(df, staged: StagedSet) -> None:
 
 def staged_set_of(df) -> StagedSet | None:
     """The staged set `df` reads, if it is one (and not released)."""
-    return _staged_sets.get(df)
+    try:
+        return _staged_sets.get(df)
+    except TypeError:  # not weakly referable (a stand-in for a DataFrame): no set
+        return None
 
 
 def forget_staged_set(df) -> StagedSet | None:
