@@ -177,3 +177,14 @@ def test_dagster_time_splits_each_run_into_launch_start_steps_gaps_and_end_and_t
     assert "| planning and Dagster queries outside the runs | 1.00 |" in text
     assert "writing events to Dagster's event log (3 events)" in text
     assert load_results(tmp_path / "RESULTS.json")["incremental"][10]["dagster"][0]["run_end"] == 0.75
+
+
+def test_the_connect_servers_first_hours_are_shown_apart_from_its_figure(tmp_path):
+    run = {**_run(100.0, 20.0, {"hourly_assets": 15.0}), "cold_hour_connect": Figure([30.0, 31.0, 29.0]),
+           "cold_hour_connect_warmup": Figure([62.0, 47.0, 39.0, 41.0, 33.0])}
+    write_report(run, tmp_path / "r.md", tmp_path / "r.json")
+    text = (tmp_path / "r.md").read_text()
+    assert "through a long-lived Spark Connect server, at most 20 s | 30.0 s | **no** |" in text
+    assert "after the server's first 5 hours, not in the figure" in text
+    assert "62.0, 47.0, 39.0, 41.0, 33.0 s" in text  # in the order they ran
+    assert load_results(tmp_path / "r.json")["cold_hour_connect_warmup"].values == [62.0, 47.0, 39.0, 41.0, 33.0]

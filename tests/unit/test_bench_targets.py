@@ -42,7 +42,7 @@ def test_the_hour_target_follows_the_benchmark_size_and_the_cold_hour_is_reporte
     rows = _by_target(results)
     assert rows["warm incremental hour at 30 d of history at most 6 s"] == ("5.0 s", True)
     assert rows["cold CLI run for one new hour at 30 d at most 20 s"] == ("21.0 s", False)
-    assert rows["cold CLI run for one new hour at 30 d, through a Spark Connect server, at most 20 s"] == (
+    assert rows["cold CLI run for one new hour at 30 d, through a long-lived Spark Connect server, at most 20 s"] == (
         "9.0 s", True)
 
 
