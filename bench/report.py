@@ -349,6 +349,11 @@ def before_and_after(results: dict, baseline: dict) -> list[str]:
     if "seconds_total" in baseline:
         lines.append(f"| whole benchmark | {baseline['seconds_total'] / 60:.0f} min | "
                      f"{results['seconds_total'] / 60:.0f} min | |")
+    timed_after_warmup = ["cold_hour_connect_warmup" in run for run in (results, baseline)]
+    if "cold_hour_connect" in results and "cold_hour_connect" in baseline and not all(timed_after_warmup):
+        lines += ["", "The cold hour through Spark Connect is not the same measure in both runs: "
+                  + ("this run's" if timed_after_warmup[0] else "the baseline's") + " is timed after the server's "
+                  "first hours, the other's includes a new server's first hours (its JVM compiling)."]
     merged = "; ".join(f"{step}: {' + '.join(parts)}" for step, parts in MERGED_STEPS.items())
     return lines + ["", "Each step table below gives the baseline's seconds per step beside this run's. Where one "
                     f"step replaced several of the baseline's, its seconds before are their sum ({merged}).", ""]

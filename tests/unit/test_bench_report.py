@@ -188,3 +188,10 @@ def test_the_connect_servers_first_hours_are_shown_apart_from_its_figure(tmp_pat
     assert "after the server's first 5 hours, not in the figure" in text
     assert "62.0, 47.0, 39.0, 41.0, 33.0 s" in text  # in the order they ran
     assert load_results(tmp_path / "r.json")["cold_hour_connect_warmup"].values == [62.0, 47.0, 39.0, 41.0, 33.0]
+    assert "not the same measure" not in text  # no baseline
+
+    earlier = {**_run(100.0, 20.0, {"hourly_assets": 15.0}), "cold_hour_connect": Figure([45.0, 41.0, 61.0])}
+    compared = "\n".join(before_and_after(run, earlier))
+    assert "| cold hour through Spark Connect | 45.0 s | 30.0 s | 0.67x |" in compared
+    assert "not the same measure in both runs: this run's is timed after the server's first hours" in compared
+    assert "not the same measure" not in "\n".join(before_and_after(run, {**earlier, "cold_hour_connect_warmup": Figure([70.0])}))
