@@ -341,7 +341,8 @@ def run_benchmark(args: argparse.Namespace, work: Path, storage: DagsterStorage,
     spark = get_spark()
     tables = table_store(spark, str(work), "delta-rs")
     results: dict = {"args": {k: str(v) for k, v in vars(args).items()}, "commit": _commit()}
-    from bench.report import load_results, targets_section, write_report, written_now
+    from bench.report import load_results, write_report, written_now
+    from bench.targets import targets_section
 
     # Read before this run's report replaces it (the default baseline is the last run's figures).
     baseline = load_results(Path(args.baseline)) if args.baseline not in (None, "none") else None

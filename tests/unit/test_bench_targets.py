@@ -1,7 +1,8 @@
 """The benchmark's targets table: the ratios it reports and whether each target is met."""
 
 from bench.measure import Figure
-from bench.report import _duckdb_section, not_measured, targets, targets_section
+from bench.report import _duckdb_section
+from bench.targets import not_measured, targets, targets_section
 
 
 def _hour(seconds: float, file_bytes: float, spark_bytes: float) -> dict:
