@@ -3,6 +3,7 @@
     python -m bench [--events 10000000] [--days 30] [--repeats 3] [--rebuild-repeats N] [--small]
                     [--maintenance-hours 300]
                     [--long-history-days 300] [--long-history-events 30000] [--out bench/RESULTS.md]
+                    [--connect-warmup-hours 5]
                     [--dagster-storage postgres|sqlite]
 
 Dagster's runs and events go to SQLite files, the embedded default; `--dagster-storage postgres`
@@ -27,7 +28,7 @@ Steps (each figure is the median of --repeats runs, with min and max; the full r
 4. a sensor tick at `days` days of history (one that finds a new hour, one that finds none);
    then the cold hour: a new `incremental-assets run` process for each of `repeats` new hours,
    first with Spark in the process, then as clients of one Spark Connect server, after its
-   first CONNECT_WARMUP_HOURS hours (timed apart: production's server is long-lived);
+   first --connect-warmup-hours hours (5; timed apart: production's server is long-lived);
 5. table maintenance: a table written by --maintenance-hours hourly commits, its reads timed
    before and after compaction and vacuum;
 6. DuckDB from the same source files (bench/duckdb_reference.py): daily_aggregates and
@@ -138,12 +139,12 @@ CONNECT_WARMUP_HOURS = 5
 
 
 def cold_hours_through_connect(tables, pool: Path, source: Path, warehouse: Path, home: Path,
-                               first_hour: datetime, repeats: int) -> tuple[Figure, Figure]:
+                               first_hour: datetime, repeats: int, warmup_hours: int) -> tuple[Figure | None, Figure]:
     """cold_hours, each new process a Spark Connect client of one long-lived server (local
     mode, the same settings as this process's Spark): a run pays its Python start and its
     work, not a JVM's start. The server's own start is not counted (it outlives the runs), nor
-    its first CONNECT_WARMUP_HOURS hours (returned apart, in order: what a restarted server's
-    hours cost): (those hours, the measured hours after them)."""
+    its first `warmup_hours` hours (returned apart, in order: what a restarted server's hours
+    cost; None without any): (those hours, the measured hours after them)."""
     from deploy.stack import HOST, connect_server_command, free_port, spark_home, wait_for_port
     from resources.spark import LOCAL_DEFAULTS
 
@@ -156,10 +157,12 @@ def cold_hours_through_connect(tables, pool: Path, source: Path, warehouse: Path
             raise RuntimeError(f"the Spark Connect server did not start; see {log.name}")
         append_hour(tables, pool, source, first_hour)
         env = {"SPARK_REMOTE": f"sc://{HOST}:{port}"}
-        say(f"  the server's first {CONNECT_WARMUP_HOURS} hours (not in the figure)")
-        warmup = cold_hours(tables, pool, source, warehouse, home, first_hour, CONNECT_WARMUP_HOURS, extra_env=env)
-        measured_from = first_hour + timedelta(hours=CONNECT_WARMUP_HOURS)
-        append_hour(tables, pool, source, measured_from)
+        warmup, measured_from = None, first_hour
+        if warmup_hours:
+            say(f"  the server's first {warmup_hours} hours (not in the figure)")
+            warmup = cold_hours(tables, pool, source, warehouse, home, first_hour, warmup_hours, extra_env=env)
+            measured_from = first_hour + timedelta(hours=warmup_hours)
+            append_hour(tables, pool, source, measured_from)
         return warmup, cold_hours(tables, pool, source, warehouse, home, measured_from, repeats, extra_env=env)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
@@ -281,6 +284,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--rebuild-repeats", type=int, default=None,
                         help="full rebuilds of each kind, warm and cold (default: --repeats; at least 1)")
     parser.add_argument("--skip-cold", action="store_true", help="leave out the cold (new process) rebuilds")
+    parser.add_argument("--connect-warmup-hours", type=int, default=CONNECT_WARMUP_HOURS,
+                        help="hours a new Spark Connect server runs before its hours are timed (default: "
+                             f"{CONNECT_WARMUP_HOURS}, as production's long-lived server; 0: a new server's first hours)")
     parser.add_argument("--maintenance-hours", type=int, default=300,
                         help="hourly writes before the table-maintenance measurement")
     parser.add_argument("--work", default=str(BENCH_DIR / "out"))
@@ -308,6 +314,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error("--repeats must be at least 3 (every figure is a median of at least 3 runs)")
     if args.rebuild_repeats is None:
         args.rebuild_repeats = args.repeats
+    if args.connect_warmup_hours < 0:
+        parser.error(f"--connect-warmup-hours must be 0 or more, not {args.connect_warmup_hours}")
     if args.rebuild_repeats < 1:
         parser.error(f"--rebuild-repeats must be at least 1, not {args.rebuild_repeats}")
     engine_suffix = "" if args.engine == "delta-rs" else f"-{args.engine}"
@@ -433,8 +441,11 @@ def run_benchmark(args: argparse.Namespace, work: Path, storage: DagsterStorage,
     report(results)
     if args.engine == "delta-rs":
         say("cold hours through a Spark Connect server (a new client process each)")
-        results["cold_hour_connect_warmup"], results["cold_hour_connect"] = cold_hours_through_connect(
-            tables, pool, growing, warehouse, home, after + timedelta(hours=args.repeats), args.repeats)
+        warmup, results["cold_hour_connect"] = cold_hours_through_connect(
+            tables, pool, growing, warehouse, home, after + timedelta(hours=args.repeats), args.repeats,
+            args.connect_warmup_hours)
+        if warmup is not None:
+            results["cold_hour_connect_warmup"] = warmup
         report(results)
     else:
         say(f"cold hours through Spark Connect: not measured with {args.engine} (the Connect server started "

@@ -24,7 +24,8 @@ from bench.targets import targets_section
 
 def _command_line(args: dict[str, str]) -> str:
     """The options a run was started with that change what it measures, as typed."""
-    shown = ("events", "days", "repeats", "rebuild_repeats", "small", "skip_cold", "dagster_storage", "engine")
+    shown = ("events", "days", "repeats", "rebuild_repeats", "small", "skip_cold", "dagster_storage", "engine",
+             "connect_warmup_hours")
     return " ".join(f"--{k.replace('_', '-')}" if v == "True" else f"--{k.replace('_', '-')} {v}"
                     for k, v in args.items() if k in shown and v not in ("False", "None"))
 
