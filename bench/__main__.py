@@ -157,13 +157,9 @@ def cold_hours_through_connect(tables, pool: Path, source: Path, warehouse: Path
             raise RuntimeError(f"the Spark Connect server did not start; see {log.name}")
         append_hour(tables, pool, source, first_hour)
         env = {"SPARK_REMOTE": f"sc://{HOST}:{port}"}
-        warmup, measured_from = None, first_hour
-        if warmup_hours:
-            say(f"  the server's first {warmup_hours} hours (not in the figure)")
-            warmup = cold_hours(tables, pool, source, warehouse, home, first_hour, warmup_hours, extra_env=env)
-            measured_from = first_hour + timedelta(hours=warmup_hours)
-            append_hour(tables, pool, source, measured_from)
-        return warmup, cold_hours(tables, pool, source, warehouse, home, measured_from, repeats, extra_env=env)
+        say(f"  the server's first {warmup_hours} hours, then {repeats} timed")
+        hours = cold_hours(tables, pool, source, warehouse, home, first_hour, warmup_hours + repeats, extra_env=env)
+        return (Figure(hours.values[:warmup_hours]) if warmup_hours else None), Figure(hours.values[warmup_hours:])
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=60)
