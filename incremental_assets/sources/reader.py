@@ -14,7 +14,7 @@ from deltalake import DeltaTable
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from incremental_assets.sources.schema import conform_to_atomic, load_time
+from incremental_assets.sources.schema import conform_to_atomic, load_time, load_time_in
 
 
 class SourceError(RuntimeError):
@@ -62,11 +62,7 @@ def read_source(tables, path: str, load_start: datetime | None = None,
             raise SourceError(f"source at {path!r} is neither a Delta table nor readable Parquet: "
                               f"{_java_message(exc)}") from exc
     df = conform_to_atomic(df)
-    if load_start is not None:
-        df = df.where(load_time() >= F.lit(load_start))
-    if load_end is not None:
-        df = df.where(load_time() < F.lit(load_end))
-    return df
+    return df if load_start is None and load_end is None else df.where(load_time_in(load_start, load_end))
 
 
 def without_load_hours(rows: DataFrame, hours) -> DataFrame:
