@@ -247,7 +247,10 @@ def _compute(warehouse: WarehouseResource, start: datetime, end: datetime, app_i
     if changed_ids:
         again = stored_events.where(F.col("domain_sessionid").isin(list(changed_ids)))
         filtered = filtered.unionByName(filtered_events(again, lifecycle, **filter_settings))
-    filtered = materialized(filtered, files_under=wide_files, partition_by=TABLE_PARTITIONS[FILTERED_EVENTS])
+    # In load-time order within each event day: a later hour's changed sessions, whose rows are
+    # recent, then sit in the last files of the day, and only those are rewritten (TableStore.replace).
+    filtered = materialized(filtered.sortWithinPartitions(*TABLE_PARTITIONS[FILTERED_EVENTS], "load_tstamp"),
+                            files_under=wide_files, partition_by=TABLE_PARTITIONS[FILTERED_EVENTS])
 
     to_refilter, append_id = queue_rows(warehouse, changed)
     first_count_hour = min(start, floor_hour(changed_rows.start)) if changed_ids else start

@@ -68,25 +68,13 @@ from resources.tables.scans import record_scan
 from resources.tables.staging import (
     RowsToWrite,
     StagedRows,
+    check_unique_non_null_keys,
     collected_rows,
     delta_field,
     new_table_configuration,
     staged_set_of,
 )
 from resources.tables.staging import stats_columns as stats_columns_of
-
-
-def _check_unique_non_null_keys(data: pa.Table, keys: Sequence[str], what: str) -> None:
-    """Refuse a write whose keys would match a target row twice or never (`what` names it)."""
-    for key in keys:
-        if data.column(key).null_count:
-            raise ValueError(f"{what}: key column {key!r} has null values (null keys never match)")
-    counts = data.group_by(list(keys)).aggregate([([], "count_all")])
-    duplicates = counts.filter(pc.greater(counts["count_all"], 1))
-    if duplicates.num_rows:
-        first = {k: duplicates.column(k)[0].as_py() for k in keys}
-        raise ValueError(f"{what}: keys {list(keys)} are not unique in the data; e.g. {first} "
-                         f"appears {duplicates['count_all'][0].as_py()} times")
 
 
 @contextlib.contextmanager
@@ -105,6 +93,10 @@ class DeltaRsTableStore(TableStore):
     """Delta log and commits through delta-rs; Spark reads the Parquet files natively."""
 
     engine_name = "delta-rs"
+    # A predicate overwrite rewrites every file holding a selected row, so its files are cut at
+    # this size: an hour's changed sessions then rewrite the few recent files holding them, not
+    # their whole day (delta-rs's default is 100 MB; compaction still merges older days' files).
+    rewritten_file_bytes = 8 * 1024 * 1024
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -234,6 +226,8 @@ class DeltaRsTableStore(TableStore):
         """Overwrite the table (or the rows `predicate` selects) with data in one commit and
         report how many rows that replaced."""
         rows_before, version_before = row_count(table), table.version()
+        if options.get("predicate"):
+            options["target_file_size"] = self.rewritten_file_bytes
         self._write_arrow(table, data, mode="overwrite", **options)
         return WriteResult(
             rows_written=data.num_rows, version=table.version(),
@@ -342,7 +336,7 @@ class DeltaRsTableStore(TableStore):
         source = replace_keys_source(df, keys, key)
         with self._stage(source, small) as data:
             present = data.columns([key, KEY_PRESENT])
-            _check_unique_non_null_keys(present.filter(present[KEY_PRESENT]), [key], f"replace_keys {name}")
+            check_unique_non_null_keys(present.filter(present[KEY_PRESENT]), [key], f"replace_keys {name}")
             written = pc.sum(present[KEY_PRESENT].cast(pa.int64())).as_py() or 0
             values = {c: f's."{c}"' for c in columns}
 
@@ -372,7 +366,7 @@ class DeltaRsTableStore(TableStore):
         with self._stage(df, small) as data:
             check_columns_present(data.column_names, keys, f"merge {name}")
             partition_by = self._check_partition_by(partition_by, data.column_names)
-            _check_unique_non_null_keys(data.columns(keys), keys, f"merge {name}")
+            check_unique_non_null_keys(data.columns(keys), keys, f"merge {name}")
             on_keys = " AND ".join(f't."{k}" = s."{k}"' for k in keys)
 
             def attempt() -> WriteResult:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 from pyspark.sql import Observation
@@ -286,3 +287,16 @@ def new_table_configuration(schema: pa.Schema) -> dict[str, str]:
     checkpoint every few commits (`NEW_TABLE_CONFIGURATION`)."""
     columns = stats_columns(schema)
     return {**NEW_TABLE_CONFIGURATION, **({STATS_COLUMNS_PROPERTY: ",".join(columns)} if columns else {})}
+
+
+def check_unique_non_null_keys(data: pa.Table, keys: Sequence[str], what: str) -> None:
+    """Refuse a write whose keys would match a target row twice or never (`what` names it)."""
+    for key in keys:
+        if data.column(key).null_count:
+            raise ValueError(f"{what}: key column {key!r} has null values (null keys never match)")
+    counts = data.group_by(list(keys)).aggregate([([], "count_all")])
+    duplicates = counts.filter(pc.greater(counts["count_all"], 1))
+    if duplicates.num_rows:
+        first = {k: duplicates.column(k)[0].as_py() for k in keys}
+        raise ValueError(f"{what}: keys {list(keys)} are not unique in the data; e.g. {first} "
+                         f"appears {duplicates['count_all'][0].as_py()} times")
