@@ -95,7 +95,8 @@ class DeltaRsTableStore(TableStore):
     engine_name = "delta-rs"
     # A predicate overwrite rewrites every file holding a selected row, so its files are cut at
     # this size: an hour's changed sessions then rewrite the few recent files holding them, not
-    # their whole day (delta-rs's default is 100 MB; compaction still merges older days' files).
+    # their whole day (delta-rs's default is 100 MB; the maintenance job's compaction merges the
+    # recent days' files into files of up to 100 MB again, in their order).
     rewritten_file_bytes = 8 * 1024 * 1024
 
     # -- reads ---------------------------------------------------------------------------
