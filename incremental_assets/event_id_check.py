@@ -22,7 +22,6 @@ from incremental_assets.transforms.event_id_copies import (
     compared_rows,
     counts_by_hour,
     in_range,
-    rows_once_written,
 )
 from resources.tables import RowRange, no_rows
 from resources.warehouse import WarehouseResource
@@ -70,8 +69,8 @@ def copies_once_written(warehouse: WarehouseResource, window_rows: RowRange,
                   no_rows(warehouse.spark, ", ".join(
                       ["event_id string", "load_tstamp timestamp", *(f"{key} string" for key in keys)])))
         new = write.rows.select(*columns)
-        after = rows_once_written(stored, new.where(in_range(near)), [in_window, *write.replaced])
-        rows = compared_rows(write.table, new.where(in_range(in_window)), after, broadcast_ids=few_rows)
+        rows = compared_rows(write.table, new.where(in_range(in_window)), stored, new.where(in_range(near)),
+                             [in_window, *write.replaced], broadcast_ids=few_rows)
         compared = rows if compared is None else compared.unionByName(rows)
     counts = {write.table: {} for write in writes}
     for row in counts_by_hour(compared, lookback, window).collect():

@@ -75,6 +75,9 @@ LIFECYCLE_SCHEMA = ("domain_sessionid string, domain_userid string, user_id stri
                     "first_load_tstamp timestamp, last_load_tstamp timestamp, is_quarantined boolean, "
                     "quarantined_at timestamp")
 REFILTER_SCHEMA = "domain_sessionid string, changed_from timestamp, append_id string"
+# Session ids or copy keys up to this many rows (tens of MB) are broadcast to the joins over
+# stored events (docs/performance.md).
+BROADCAST_KEYS_MAX_ROWS = 500_000
 COPIES_SCHEMA = ("event_id string, load_tstamp timestamp, collector_tstamp timestamp, copy_hash long, "
                  "domain_sessionid string")
 
@@ -132,6 +135,13 @@ def _read_or_empty(warehouse: WarehouseResource, name: str, schema, column: str 
     return tables.read_range(name, column, start, end, columns=columns)
 
 
+def _broadcast_if(rows: DataFrame, count: int, warehouse: WarehouseResource) -> DataFrame:
+    """`rows` marked for broadcast when they are few (`count` of them, counted before) and the
+    session allows broadcasts."""
+    few = count <= BROADCAST_KEYS_MAX_ROWS and broadcasts_allowed(warehouse.spark)
+    return F.broadcast(rows) if few else rows
+
+
 def compute(warehouse: WarehouseResource, start: datetime, end: datetime,
             app_ids: tuple[str, ...] | None = None) -> HourlyResults:
     """The window's results; with `app_ids`, a catch-up run (planning.app_units): the rows of
@@ -182,7 +192,8 @@ def _compute(warehouse: WarehouseResource, start: datetime, end: datetime, app_i
     # Every valid copy of the window dominates the later copies within the look-back, a dropped
     # one too (rules 3): a copy loaded 20 days after a kept one still drops the copy 20 days later.
     dominated = materialized(dominated_later(valid, later, lookback=lookback))
-    dominated_ids = sorted({r.event_id for r in dominated.select("event_id").distinct().collect()})
+    dominated_copies = dominated.select("event_id").collect()
+    dominated_ids = sorted({r.event_id for r in dominated_copies})
     dominated_rows = RowRange("load_tstamp", end, end + lookback, key="event_id", values=tuple(dominated_ids))
     # Copies an earlier run of the window recorded that the source no longer holds may have
     # dropped later copies, which must be decided again: their load hours run again.
@@ -213,15 +224,19 @@ def _compute(warehouse: WarehouseResource, start: datetime, end: datetime, app_i
         to_update.unionByName(of_removed)
         .unionByName(queued.select("domain_sessionid", F.col("changed_from").alias("scan_from")))
         .groupBy("domain_sessionid").agg(F.min("scan_from").alias("scan_from")))
-    touched = touched_from.select("domain_sessionid")
-    oldest = touched_from.agg(F.min("scan_from")).first()[0]
+    oldest, touched_count = touched_from.agg(F.min("scan_from"), F.count(F.lit(1))).first()
+    # Spark sizes a checkpoint by the plan that made it, not by its rows: the touched sessions
+    # and the dominated copies, few after an hour, are broadcast to the joins that pick them out
+    # of the stored events (else each join shuffles days of stored events to find them).
+    touched = _broadcast_if(touched_from.select("domain_sessionid"), touched_count, warehouse)
     floor = start - settings.session_lookback
     scan_from = max(oldest.replace(tzinfo=timezone.utc), floor) if oldest is not None else start
     stored_events = (_read_or_empty(warehouse, BASE_EVENTS, kept.schema, "load_tstamp", scan_from, None)
                      .join(touched, "domain_sessionid", "left_semi")
                      # the window's rows of these apps are replaced: the kept rows stand for them
                      .where(~((F.col("load_tstamp") >= F.lit(start)) & (F.col("load_tstamp") < F.lit(end)) & in_apps))
-                     .join(dominated.select("event_id", "load_tstamp"), ["event_id", "load_tstamp"], "left_anti"))
+                     .join(_broadcast_if(dominated.select("event_id", "load_tstamp"), len(dominated_copies), warehouse),
+                           ["event_id", "load_tstamp"], "left_anti"))
     # Only the columns the session rows need: the touched sessions' earlier events are wide rows
     # (about 100 MB at 10M events), and the session rows need a handful of their columns.
     session_events = materialized(stored_events.select(*SESSION_EVENT_COLUMNS).unionByName(

@@ -53,15 +53,21 @@ def rows_once_written(stored: DataFrame, new: DataFrame, replaced: Sequence[RowR
     return remaining.select(*new.columns).unionByName(new)
 
 
-def compared_rows(table: str, in_window: DataFrame, around: DataFrame, *, broadcast_ids: bool) -> DataFrame:
-    """The rows a check compares for one table: the window's rows, and the rows of the look-back
-    on either side (`around`, the window's included) that share an event_id with them. Only those
-    can be a window row's other copy: the semi-join keeps the window function from sorting every
-    row of the look-back. With `broadcast_ids` the window's ids are broadcast to it (Spark cannot
+def compared_rows(table: str, in_window: DataFrame, stored: DataFrame, new_around: DataFrame,
+                  replaced: Sequence[RowRange], *, broadcast_ids: bool) -> DataFrame:
+    """The rows a check compares for one table: the window's rows (`in_window`), and the rows the
+    table will hold in the look-back on either side once written (`rows_once_written` of the
+    `stored` rows, `new_around` and the `replaced` ranges) that share an event_id with them.
+    Only those can be a window row's other copy: the semi-join keeps the window function from
+    sorting every row of the look-back. The stored rows are semi-joined before the replaced rows
+    are taken out, so that a range narrowed to key values (a changed session's) is looked up in
+    those few rows, not in every row of the look-back (the result is the same: both are filters
+    of one row at a time). With `broadcast_ids` the window's ids are broadcast (Spark cannot
     tell that materialized rows are few, and would shuffle the whole look-back to join them)."""
     ids = in_window.select("event_id")
-    rows = (around.select("event_id", "load_tstamp").join(F.broadcast(ids) if broadcast_ids else ids, "event_id",
-                                                          "left_semi")
+    ids = F.broadcast(ids) if broadcast_ids else ids
+    around = rows_once_written(stored.join(ids, "event_id", "left_semi"), new_around, replaced)
+    rows = (around.select("event_id", "load_tstamp").join(ids, "event_id", "left_semi")
             .unionByName(in_window.where(F.col("event_id").isNull()).select("event_id", "load_tstamp")))
     return rows.withColumn("table", F.lit(table))
 
