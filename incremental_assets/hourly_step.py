@@ -65,7 +65,7 @@ from incremental_assets.transforms.sessions import (
     session_lifecycle,
     sessions_needing_update,
 )
-from resources.materialized import MaterializedSets, held_in_memory
+from resources.materialized import MaterializedSets, held_in_memory, materialized_rows
 from resources.spark import broadcasts_allowed
 from resources.tables import RowRange, no_rows
 from resources.warehouse import WarehouseResource
@@ -103,7 +103,7 @@ class HourlyResults:
     to_refilter: DataFrame  # the changed sessions, queued until their filtered rows are written
     refiltered: tuple[str, ...]  # append ids of the queue rows the filtered write takes off
     counts_range: tuple[datetime, datetime | None]  # load hours whose filtered counts are recomputed (None: on)
-    few_rows: bool  # the window's valid copies are few enough to broadcast (their keys, their ids)
+    few_rows: bool  # the window's kept rows are few enough to broadcast their ids (the check)
     revived: tuple[datetime, ...] = ()  # later load hours whose copies are decided again: run again
     app_ids: tuple[str, ...] | None = None  # a catch-up run's apps (None: every app's rows of the window)
     materialized: list[DataFrame] = field(default_factory=list)  # released once written
@@ -187,6 +187,11 @@ def _compute(warehouse: WarehouseResource, start: datetime, end: datetime, app_i
     # As files, laid out as the tables they are written to: their writes take these files (TableStore.replace).
     kept = materialized(kept_copies(valid, verdicts, broadcast_verdicts=few), files_under=wide_files,
                         partition_by=TABLE_PARTITIONS[BASE_EVENTS])
+    # The check broadcasts the window's ids when they are few: an hour's, held in memory, or a big
+    # window's kept rows, written as files and counted, up to the bound (a week at 10M events,
+    # 2.5M ids, took longer broadcast than joined, and a second try ran the driver out of memory).
+    staged_rows = materialized_rows(kept)
+    few_ids = broadcasts_allowed(warehouse.spark) and (staged_rows is None or staged_rows <= BROADCAST_KEYS_MAX_ROWS)
     later = _read_or_empty(warehouse, EVENT_COPIES, COPIES_SCHEMA, "load_tstamp", end, end + lookback,
                            columns=list(COPY_COLUMNS))
     # Every valid copy of the window dominates the later copies within the look-back, a dropped
@@ -280,7 +285,7 @@ def _compute(warehouse: WarehouseResource, start: datetime, end: datetime, app_i
         to_refilter=to_refilter,
         refiltered=tuple(sorted({r.append_id for r in queued.select("append_id").distinct().collect()}
                                 | ({append_id} if changed else set()))),
-        counts_range=counts_range, few_rows=few, revived=revived,
+        counts_range=counts_range, few_rows=few_ids, revived=revived,
         materialized=materialized.frames,
         facts={"scan_from": scan_from.isoformat(), "wide_rows_held_as": "files" if wide_files else "checkpoints",
                "copies_dominated": len(dominated_ids),

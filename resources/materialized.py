@@ -38,6 +38,7 @@ from resources.tables.staging import (
     delete_staged_dir,
     forget_staged_set,
     remember_staged_set,
+    staged_set_of,
     sweep_stale_staging,
     write_parquet_counted,
 )
@@ -74,6 +75,13 @@ def materialized(df: DataFrame, *, files_under: str | None = None, partition_by:
     staged = df.sparkSession.read.schema(df.schema).parquet(path).select(*df.columns)
     remember_staged_set(staged, StagedSet(path, tuple(partition_by), rows))
     return staged
+
+
+def materialized_rows(df: DataFrame) -> int | None:
+    """How many rows `df` holds if `materialized` wrote it as files (counted as they were
+    written); None for a checkpoint, whose rows were not counted."""
+    staged = staged_set_of(df)
+    return staged.rows if staged is not None else None
 
 
 class MaterializedSets:

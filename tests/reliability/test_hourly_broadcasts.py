@@ -1,6 +1,8 @@
-"""The hourly step picks the touched sessions' stored events out of base_events with a broadcast
-join when those sessions are few (an hour's): Spark sizes a checkpoint by the plan that made it,
-so without the hint each such join shuffles days of stored events (docs/performance.md)."""
+"""What the hourly step broadcasts. The touched sessions' stored events are picked out of
+base_events with a broadcast join when those sessions are few (an hour's): Spark sizes a
+checkpoint by the plan that made it, so without the hint each such join shuffles days of stored
+events. The check broadcasts the window's ids only when they are few: an hour's, or a big
+window's counted kept rows up to the bound (docs/performance.md)."""
 
 from __future__ import annotations
 
@@ -59,3 +61,27 @@ def test_many_sessions_are_joined_as_spark_chooses(lake, after_first_run, tmp_pa
     monkeypatch.setattr(hourly_step, "BROADCAST_KEYS_MAX_ROWS", -1)  # every count is over it
     plans = plans_reading_stored_events(lake, after_first_run, tmp_path, monkeypatch)
     assert plans and all("SortMergeJoin" in plan for plan in plans)
+
+
+# A limit of 0 values writes the window's wide sets as files, as a big window's are; the default
+# holds an hour's in memory (checkpoints, not counted: few by their estimate).
+@pytest.mark.parametrize("values_max, bound, broadcast", [("0", 10**6, True), ("0", -1, False),
+                                                          ("50000000", -1, True)])
+def test_the_check_broadcasts_a_big_windows_ids_only_when_counted_few(lake, after_first_run, tmp_path, monkeypatch,
+                                                                     values_max, bound, broadcast):
+    from incremental_assets import hourly_step
+    from incremental_assets.assets import hourly
+
+    decided = []
+
+    def keeping_the_decision(warehouse, start, end, **scope):
+        results = hourly_step.compute(warehouse, start, end, **scope)
+        decided.append(results.few_rows)
+        return results
+
+    monkeypatch.setattr(hourly, "compute", keeping_the_decision)
+    monkeypatch.setattr(hourly_step, "BROADCAST_KEYS_MAX_ROWS", bound)
+    warehouse = copy_warehouse(after_first_run, tmp_path / "warehouse")
+    report = run_in_process(SECOND_RUN, lake, warehouse, INCREMENTAL_CHECKPOINT_VALUES_MAX=values_max)
+    assert report.success, report.runs
+    assert decided == [broadcast]
