@@ -189,7 +189,7 @@ def _compute(warehouse: WarehouseResource, start: datetime, end: datetime, app_i
                         partition_by=TABLE_PARTITIONS[BASE_EVENTS])
     # The check broadcasts the window's ids when they are few: an hour's, held in memory, or a big
     # window's kept rows, written as files and counted, up to the bound (a week at 10M events,
-    # 2.5M ids, took longer broadcast than joined, and a second try ran the driver out of memory).
+    # 2.5M ids, took longer broadcast than joined, and a second try ran short of driver heap).
     staged_rows = materialized_rows(kept)
     few_ids = broadcasts_allowed(warehouse.spark) and (staged_rows is None or staged_rows <= BROADCAST_KEYS_MAX_ROWS)
     later = _read_or_empty(warehouse, EVENT_COPIES, COPIES_SCHEMA, "load_tstamp", end, end + lookback,
