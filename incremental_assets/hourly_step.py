@@ -135,11 +135,15 @@ def _read_or_empty(warehouse: WarehouseResource, name: str, schema, column: str 
     return tables.read_range(name, column, start, end, columns=columns)
 
 
+def _few_to_broadcast(count: int | None, warehouse: WarehouseResource) -> bool:
+    """Keys are broadcast when the session allows it and they are few: `count` rows (counted
+    before) up to BROADCAST_KEYS_MAX_ROWS, or None for an hour's set held in memory."""
+    return broadcasts_allowed(warehouse.spark) and (count is None or count <= BROADCAST_KEYS_MAX_ROWS)
+
+
 def _broadcast_if(rows: DataFrame, count: int, warehouse: WarehouseResource) -> DataFrame:
-    """`rows` marked for broadcast when they are few (`count` of them, counted before) and the
-    session allows broadcasts."""
-    few = count <= BROADCAST_KEYS_MAX_ROWS and broadcasts_allowed(warehouse.spark)
-    return F.broadcast(rows) if few else rows
+    """`rows` marked for broadcast when they are few (`count` of them, counted before)."""
+    return F.broadcast(rows) if _few_to_broadcast(count, warehouse) else rows
 
 
 def compute(warehouse: WarehouseResource, start: datetime, end: datetime,
@@ -190,8 +194,7 @@ def _compute(warehouse: WarehouseResource, start: datetime, end: datetime, app_i
     # The check broadcasts the window's ids when they are few: an hour's, held in memory, or a big
     # window's kept rows, written as files and counted, up to the bound (a week at 10M events,
     # 2.5M ids, took longer broadcast than joined, and a second try ran short of driver heap).
-    staged_rows = materialized_rows(kept)
-    few_ids = broadcasts_allowed(warehouse.spark) and (staged_rows is None or staged_rows <= BROADCAST_KEYS_MAX_ROWS)
+    few_ids = _few_to_broadcast(materialized_rows(kept), warehouse)
     later = _read_or_empty(warehouse, EVENT_COPIES, COPIES_SCHEMA, "load_tstamp", end, end + lookback,
                            columns=list(COPY_COLUMNS))
     # Every valid copy of the window dominates the later copies within the look-back, a dropped
