@@ -177,9 +177,12 @@ class DeltaRsTableStore(TableStore):
             reader = reader.option("basePath", table_path)
         files = absolute_file_paths(table_path, actions)
         df = reader.parquet(*files)
-        # Partition discovery puts partition columns last: restore the table's column order
-        # where that moved one (a select of every column costs a Py4J round trip per column).
-        return df if df.columns == schema.names else df.select(*schema.names)
+        # Partition discovery puts the partition columns last, in directory order (checked above
+        # to be the table's): restore the table's column order where that moved one. Known here,
+        # not asked of Spark: through Spark Connect each `df.columns` is a round trip in which the
+        # server resolves the read again, listing its files.
+        spark_order = [c for c in schema.names if c not in partition_columns] + list(partition_columns)
+        return df if spark_order == schema.names else df.select(*schema.names)
 
     def _arrow_dataframe(self, table: DeltaTable, schema, pruning):
         """Fallback: delta-rs scans (honouring deletion vectors and column mapping)."""
