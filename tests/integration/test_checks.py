@@ -141,10 +141,13 @@ def test_duplicate_event_ids_are_counted_on_the_rows_once_written(spark, warehou
     warehouse.tables.overwrite("filtered_events", spark.createDataFrame([
         ("x", ts(6, 1), "s1"),  # of a changed session: replaced by its rows derived again
         ("y", ts(6, 1), "s2"),  # of an unchanged session: kept, a copy of the window's "y"
+        ("u", ts(6, 0, 0), "s1"),  # of the changed session, at its range's start: replaced
+        ("v", ts(5, 20), "s1"),  # of the changed session before its range: kept, a copy of the window's "v"
         ("z", ts(6, 3, 15), "s3")], filtered))
     new_filtered = spark.createDataFrame([("x", ts(6, 1, 5), "s1"),  # s1's earlier row derived again
                                           ("x", ts(6, 3), "s1"), ("y", ts(6, 3, 40), "s2"),
-                                          ("z", ts(6, 3, 50), "s3")], filtered)
+                                          ("z", ts(6, 3, 50), "s3"), ("u", ts(6, 3, 35), "s1"),
+                                          ("v", ts(6, 3, 30), "s1")], filtered)
     changed = RowRange("load_tstamp", ts(6, 0, 0), None, key="domain_sessionid", values=("s1",))
     counts = copies_after(warehouse, window, [
         event_id_check.PendingWrite("base_events", new_base, [dominated]),
@@ -152,11 +155,11 @@ def test_duplicate_event_ids_are_counted_on_the_rows_once_written(spark, warehou
     assert counts == {
         "base_events": {ts(6, 3, 0): {"rows_checked": 3, "duplicate_event_ids": 1, "null_event_ids": 0},
                         ts(6, 4, 0): {"rows_checked": 3, "duplicate_event_ids": 0, "null_event_ids": 1}},
-        "filtered_events": {ts(6, 3, 0): {"rows_checked": 3, "duplicate_event_ids": 2, "null_event_ids": 0}}}
+        "filtered_events": {ts(6, 3, 0): {"rows_checked": 5, "duplicate_event_ids": 3, "null_event_ids": 0}}}
     assert event_id_check.failures(counts) == [
         "base_events 2026-01-06-03:00: 1 duplicate and 0 null event_id(s)",
         "base_events 2026-01-06-04:00: 0 duplicate and 1 null event_id(s)",
-        "filtered_events 2026-01-06-03:00: 2 duplicate and 0 null event_id(s)"]
+        "filtered_events 2026-01-06-03:00: 3 duplicate and 0 null event_id(s)"]
     # Without the dominated copy's removal, "d" would be held twice.
     kept_later = copies_after(warehouse, window, [event_id_check.PendingWrite("base_events", new_base)])
     assert kept_later["base_events"][ts(6, 4, 0)]["duplicate_event_ids"] == 1
