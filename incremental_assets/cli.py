@@ -149,15 +149,14 @@ def cmd_manifest(args) -> int:
 
 
 def cmd_maintain(args) -> int:
-    from incremental_assets.maintenance import maintain_tables, recent_partitions_from
+    from incremental_assets.maintenance import describe_scope, maintain_tables
     from incremental_assets.settings import Settings
     from resources.spark import get_spark
     from resources.tables import table_store
 
     settings = Settings.load()
     now = args.now or datetime.now(timezone.utc)
-    print(f"maintenance of {settings.warehouse_root}: compacting partitions from "
-          f"{recent_partitions_from(settings, now)}, vacuum retention {settings.vacuum_retention_hours} h")
+    print(f"maintenance of {settings.warehouse_root}: {describe_scope(settings, now)}")
     tables = table_store(get_spark(), settings.warehouse_root, settings.table_engine, shared=settings.warehouse_shared)
     results = maintain_tables(settings, tables, now, echo=print)
     print(f"done: {sum(r.files_before for r in results)} -> {sum(r.files_after for r in results)} files "
@@ -261,7 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("plan_id")
     p.set_defaults(func=cmd_apply)
 
-    p = sub.add_parser("maintain", parents=[after], help="compact recent partitions and vacuum every table")
+    p = sub.add_parser("maintain", parents=[after], help="compact small files and vacuum every table")
     p.add_argument("--now", type=_parse_ts, default=None, help="what 'recent' is counted from (default: now)")
     p.set_defaults(func=cmd_maintain)
 

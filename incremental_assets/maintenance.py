@@ -1,7 +1,8 @@
 """Table maintenance: hourly writes leave many small files, and every replace leaves the
-files it removed on disk. Compaction rewrites the small files of recent partitions into few
-(older partitions were compacted when they were recent); vacuum deletes the files no version
-within `vacuum_retention_hours` references, and files of writes that died before their commit.
+files it removed on disk. Compaction rewrites the small files of recent partitions into few, and
+those of older partitions where that at least halves them (a rebuild's days, late events'
+files: planning.compaction); vacuum deletes the files no version within
+`vacuum_retention_hours` references, and files of writes that died before their commit.
 Readers see the same rows before and after; only the states of attributes that neither the
 declaration nor the attributes table holds any more are dropped first. Run by
 `maintenance_job` (automation/, on a daily schedule) and `incremental-assets maintain`.
@@ -11,10 +12,11 @@ from datetime import date, datetime, timedelta
 
 from incremental_assets.ledger import recorded_attribute_keys
 from incremental_assets.names import ALL_TABLES, ATTRIBUTE_STATES
+from incremental_assets.planning.compaction import OLDER_PARTITION_MIN_FILES, partitions_to_compact
 from incremental_assets.planning.default_attributes import from_states
 from incremental_assets.settings import Settings
 from resources.tables import TableStore
-from resources.tables.interface import MaintenanceResult
+from resources.tables.interface import COMPACTED_FILE_BYTES, MaintenanceResult
 
 
 def recent_partitions_from(settings: Settings, now: datetime) -> date:
@@ -22,10 +24,17 @@ def recent_partitions_from(settings: Settings, now: datetime) -> date:
     return now.date() - timedelta(days=settings.maintenance_recent_days - 1)
 
 
+def describe_scope(settings: Settings, now: datetime) -> str:
+    """What maintenance at `now` compacts and vacuums, in a line for its log."""
+    return (f"compacting partitions from {recent_partitions_from(settings, now)}, and older ones where "
+            f"that at least halves their small files ({OLDER_PARTITION_MIN_FILES} or more); "
+            f"vacuum retention {settings.vacuum_retention_hours} h")
+
+
 def maintain_tables(settings: Settings, tables: TableStore, now: datetime,
                     echo=lambda line: None) -> list[MaintenanceResult]:
     """Compact, then vacuum, every table the warehouse holds; one result per table."""
-    partitions_from = recent_partitions_from(settings, now).isoformat()
+    recent_from = recent_partitions_from(settings, now).isoformat()
     dropped = drop_undeclared_states(settings, tables)
     if dropped:
         echo(f"  {ATTRIBUTE_STATES}: states no declared attribute reads dropped: {', '.join(dropped)}")
@@ -33,12 +42,17 @@ def maintain_tables(settings: Settings, tables: TableStore, now: datetime,
     for name in ALL_TABLES:
         if not tables.exists(name):
             continue
-        files_before = tables.describe(name)["num_files"]
-        compacted = tables.compact(name, partitions_from=partitions_from)
+        files = tables.file_bytes_by_partition(name)
+        partitions = None if files is None else partitions_to_compact(
+            files, recent_from=recent_from, target_bytes=COMPACTED_FILE_BYTES)
+        files_before = sum(map(len, files.values())) if files is not None else tables.describe(name)["num_files"]
+        compacted = tables.compact(name, partitions=partitions)
         vacuumed = tables.vacuum(name, retention_hours=settings.vacuum_retention_hours)
-        result = MaintenanceResult(name, files_before, tables.describe(name)["num_files"], compacted, vacuumed)
+        result = MaintenanceResult(name, files_before, tables.describe(name)["num_files"], compacted, vacuumed,
+                                   partitions_compacted=None if partitions is None else len(partitions))
+        where = "" if partitions is None else f" in {len(partitions)} partitions"
         echo(f"  {name}: {result.files_before} -> {result.files_after} files "
-             f"({result.files_compacted} compacted, {result.files_vacuumed} deleted from disk)")
+             f"({result.files_compacted} compacted{where}, {result.files_vacuumed} deleted from disk)")
         results.append(result)
     return results
 

@@ -109,6 +109,19 @@ def add_actions(table: DeltaTable) -> pa.Table:
     return pa.table(table.get_add_actions(flatten=True))
 
 
+def file_bytes_by_partition(table: DeltaTable) -> dict[str | None, list[int]] | None:
+    """The sizes of the table's files per value of its first partition column (as text, None
+    for null); None for a table without partition columns."""
+    columns = table.metadata().partition_columns
+    if not columns:
+        return None
+    actions = add_actions(table)
+    out: dict[str | None, list[int]] = {}
+    for value, size in zip(actions[f"partition.{columns[0]}"].to_pylist(), actions["size_bytes"].to_pylist()):
+        out.setdefault(None if value is None else str(value), []).append(size)
+    return out
+
+
 def row_count(table: DeltaTable) -> int | None:
     counts = add_actions(table)["num_records"]
     if counts.null_count:  # a file without statistics: unknown

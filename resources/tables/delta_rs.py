@@ -40,6 +40,7 @@ from resources.tables.direct_write import (
 )
 from resources.tables.interface import (
     APPEND_TOKEN_TXN_VERSION,
+    COMPACTED_FILE_BYTES,
     KEY_PRESENT,
     TableCreatedConcurrently,
     TableStore,
@@ -181,7 +182,7 @@ class DeltaRsTableStore(TableStore):
         # to be the table's): restore the table's column order where that moved one. Known here,
         # not asked of Spark: through Spark Connect each `df.columns` is a round trip in which the
         # server resolves the read again, listing its files.
-        spark_order = [c for c in schema.names if c not in partition_columns] + list(partition_columns)
+        spark_order = [c for c in schema.names if c not in partition_columns] + partition_columns
         return df if spark_order == schema.names else df.select(*schema.names)
 
     def _arrow_dataframe(self, table: DeltaTable, schema, pruning):
@@ -456,14 +457,15 @@ class DeltaRsTableStore(TableStore):
 
     # -- maintenance ---------------------------------------------------------------------
 
-    def compact(self, name, *, partitions_from=None) -> int:
+    def compact(self, name, *, partitions=None) -> int:
         path = self.path(name)
 
         def attempt() -> int:
             table = self._require_path(path)
-            partitions = table.metadata().partition_columns
-            filters = [(partitions[0], ">=", str(partitions_from))] if partitions and partitions_from else None
-            metrics = table.optimize.compact(partition_filters=filters)
+            columns = table.metadata().partition_columns
+            chosen = [(columns[0], "in", [str(p) for p in partitions])] if columns and partitions is not None else None
+            metrics = {} if chosen and not partitions else table.optimize.compact(
+                partition_filters=chosen, target_size=COMPACTED_FILE_BYTES)
             if CHECKPOINT_INTERVAL_PROPERTY not in table.metadata().configuration:
                 table.alter.set_table_properties(NEW_TABLE_CONFIGURATION)
             table.create_checkpoint()

@@ -18,6 +18,7 @@ from resources.delta_jars import DELTA_EXTENSION_CLASS, delta_coordinate
 from resources.tables.delta_log import load_table, row_count
 from resources.tables.interface import (
     APPEND_TOKEN_TXN_VERSION,
+    COMPACTED_FILE_BYTES,
     KEY_PRESENT,
     TableCreatedConcurrently,
     TableStore,
@@ -343,16 +344,19 @@ class DeltaSparkTableStore(TableStore):
             return None
         return table.history(1).select("version").collect()[0][0]
 
-    def compact(self, name, *, partitions_from=None) -> int:
+    def compact(self, name, *, partitions=None) -> int:
         table = self._delta_table(name)
         if table is None:
             raise FileNotFoundError(f"no Delta table at {self.path(name)}")
-        partitions = table.detail().select("partitionColumns").collect()[0][0]
+        columns = table.detail().select("partitionColumns").collect()[0][0]
         builder = table.optimize()
-        if partitions and partitions_from:
-            # The builder takes SQL text only: the value goes in as a quoted literal.
-            literal = str(partitions_from).replace("'", "''")
-            builder = builder.where(f"`{partitions[0]}` >= '{literal}'")
+        if columns and partitions is not None:
+            if not partitions:
+                return 0
+            # The builder takes SQL text only: the values go in as quoted literals.
+            literals = ", ".join("'" + str(p).replace("'", "''") + "'" for p in partitions)
+            builder = builder.where(f"`{columns[0]}` IN ({literals})")
+        self.spark.conf.set("spark.databricks.delta.optimize.maxFileSize", str(COMPACTED_FILE_BYTES))
         metrics = builder.executeCompaction().select("metrics.numFilesRemoved").collect()
         return int(metrics[0][0]) if metrics else 0
 

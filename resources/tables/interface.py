@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import functions as F
 
 from incremental_assets.names import check_identifier
-from resources.tables.delta_log import read_delta_arrow
+from resources.tables.delta_log import file_bytes_by_partition, load_table, read_delta_arrow
 from resources.tables.ranges import RowRange
 
 # Commit conflicts (two writers touching the same rows, or creating the same table) are
@@ -32,6 +32,9 @@ APPEND_TOKEN_TXN_VERSION = 1
 # over 30 days is about 14,000 rows of 130 columns (1.8M values). A collected write holds its
 # rows in the driver's memory twice (the JVM's Arrow batches, then Python's); a staged one never.
 COLLECTED_VALUES_MAX = 5_000_000
+
+# The size compaction fills its files to, with either engine (delta-rs's default; Spark's is 1 GB).
+COMPACTED_FILE_BYTES = 100 * 1024 * 1024
 
 
 def rows_collected_at_most(columns: int) -> int:
@@ -67,6 +70,7 @@ class MaintenanceResult:
     files_after: int
     files_compacted: int  # small files rewritten into fewer (still in the log's history)
     files_vacuumed: int  # files no version within the retention references, deleted from disk
+    partitions_compacted: int | None = None  # partitions chosen for compaction; None: the table whole
 
 
 def check_columns_present(available: Sequence[str], wanted: Sequence[str], what: str) -> None:
@@ -208,12 +212,21 @@ class TableStore(abc.ABC):
         (num_rows from the Delta log's file statistics; None when a file has none)."""
 
     @abc.abstractmethod
-    def compact(self, name: str, *, partitions_from: str | None = None) -> int:
-        """Rewrite the table's small files into fewer, larger ones (same rows, a commit that
-        changes no data); with `partitions_from`, only partitions whose (date) value is
-        >= it. The delta-rs engine then writes a checkpoint of the log and sets
-        `delta.checkpointInterval` on a table created without it (Spark checkpoints every 10
-        commits by default). Returns the number of files rewritten."""
+    def compact(self, name: str, *, partitions: Sequence[str] | None = None) -> int:
+        """Rewrite the table's small files into files of up to COMPACTED_FILE_BYTES (same rows,
+        a commit that changes no data); with `partitions`, only the partitions whose first
+        partition column has one of these values (none for an empty list). The delta-rs engine
+        then writes a checkpoint of the log and sets `delta.checkpointInterval` on a table
+        created without it (Spark checkpoints every 10 commits by default). Returns the number
+        of files rewritten."""
+
+    def file_bytes_by_partition(self, name: str) -> dict[str | None, list[int]] | None:
+        """The sizes of the table's files per value of its first partition column (as text);
+        None for an unpartitioned table. Read from the Delta log, without Spark."""
+        table = load_table(self.path(name))
+        if table is None:
+            raise FileNotFoundError(f"no Delta table at {self.path(name)}")
+        return file_bytes_by_partition(table)
 
     @abc.abstractmethod
     def vacuum(self, name: str, *, retention_hours: float) -> int:

@@ -1,19 +1,22 @@
 """Table maintenance (`incremental-assets maintain`, maintenance_job): small files of recent
-partitions compacted, unreferenced files deleted, every table reads the same rows, and runs
-go on afterwards."""
+partitions compacted, and of older ones left in many files, unreferenced files deleted, every
+table reads the same rows, and runs go on afterwards."""
 
 from datetime import date, datetime, timezone
 from pathlib import Path
 from urllib.parse import unquote
 
+import pyarrow as pa
 import pytest
 from dagster import DagsterInstance
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 
 from incremental_assets import cli
-from incremental_assets.maintenance import recent_partitions_from
-from incremental_assets.names import ALL_TABLES, BASE_EVENTS, MAINTENANCE_JOB, PROCESSING_MANIFEST
+from incremental_assets.maintenance import maintain_tables, recent_partitions_from
+from incremental_assets.names import ALL_TABLES, BASE_EVENTS, FILTERED_EVENTS, MAINTENANCE_JOB, PROCESSING_MANIFEST
 from incremental_assets.settings import Settings
+from resources.tables import table_store
+from resources.tables.interface import MaintenanceResult
 from tests.delta_reads import read_table
 
 DAY = date(2026, 1, 5)
@@ -24,6 +27,30 @@ def test_recent_partitions_are_the_last_n_days_today_included():
     assert recent_partitions_from(settings, datetime(2026, 1, 10, 23, 59, tzinfo=timezone.utc)) == date(2026, 1, 8)
     assert recent_partitions_from(Settings.from_values({"maintenance_recent_days": 1}),
                                   datetime(2026, 1, 10, 0, 0, tzinfo=timezone.utc)) == date(2026, 1, 10)
+
+
+def test_older_days_left_in_many_files_are_compacted_once_beside_the_recent_days(spark, tmp_path):
+    # A rebuild's older days in many files, an older day with one late file, recent days.
+    path = tmp_path / "warehouse" / FILTERED_EVENTS
+    files_per_day = {"2026-01-02": 5, "2026-01-03": 2, "2026-01-09": 2, "2026-01-10": 1}
+    for day, count in files_per_day.items():
+        for n in range(count):
+            write_deltalake(str(path), pa.table({"event_date": [date.fromisoformat(day)], "n": [n]}), mode="append",
+                            partition_by=["event_date"])
+    tables = table_store(spark, str(tmp_path / "warehouse"), "delta-rs")
+    settings = Settings.from_values({"maintenance_recent_days": 3})
+    rows = sorted(map(repr, read_table(path).to_pylist()))
+    lines = []
+
+    results = maintain_tables(settings, tables, datetime(2026, 1, 10, 3, 30, tzinfo=timezone.utc), echo=lines.append)
+    assert results == [MaintenanceResult(FILTERED_EVENTS, 10, 5, 7, 0, partitions_compacted=2)]
+    assert lines == [f"  {FILTERED_EVENTS}: 10 -> 5 files (7 compacted in 2 partitions, 0 deleted from disk)"]
+    assert {day: len(sizes) for day, sizes in tables.file_bytes_by_partition(FILTERED_EVENTS).items()} == \
+        {"2026-01-02": 1, "2026-01-03": 2, "2026-01-09": 1, "2026-01-10": 1}
+    assert sorted(map(repr, read_table(path).to_pylist())) == rows
+    # The next night: nothing left to merge, nothing rewritten.
+    again = maintain_tables(settings, tables, datetime(2026, 1, 11, 3, 30, tzinfo=timezone.utc))
+    assert again == [MaintenanceResult(FILTERED_EVENTS, 5, 5, 0, 0, partitions_compacted=0)]
 
 
 @pytest.fixture(scope="module")

@@ -344,24 +344,37 @@ def test_append_with_a_token_writes_once(store, spark):
     assert ns(store.read("a")) == [1, 2, 3, 4, 4]
 
 
-def test_compact_merges_small_files_of_recent_partitions_and_vacuum_deletes_unreferenced(store, spark, tmp_path):
-    for day, n in ((5, 1), (5, 2), (6, 3), (6, 4), (6, 5)):  # one file per append
+def test_compact_merges_small_files_of_the_partitions_given_and_vacuum_deletes_unreferenced(store, spark, tmp_path):
+    for day, n in ((5, 1), (5, 2), (6, 3), (6, 4), (6, 5), (7, 6), (7, 7)):  # one file per append
         store.append("m", events(spark, (utc(day, n), n)), partition_by=["event_date"])
     store.replace_range("m", events(spark, (utc(6, 5), 50)), column="ts", start=utc(6, 5), end=utc(6, 6))
     table_dir = tmp_path / "warehouse" / "m"
     on_disk = lambda: {p.name for p in table_dir.rglob("*.parquet") if "_delta_log" not in p.parts}  # noqa: E731
 
-    assert store.compact("m", partitions_from="2026-01-06") >= 2  # day 6's files, not day 5's
-    live_paths = DeltaTable(str(table_dir)).get_add_actions().column("path").to_pylist()
-    assert len([p for p in live_paths if p.startswith("event_date=2026-01-06")]) == 1
-    assert len([p for p in live_paths if p.startswith("event_date=2026-01-05")]) == 2
-    live = {Path(p).name for p in live_paths}
+    def files_per_day() -> dict[str, int]:
+        paths = DeltaTable(str(table_dir)).get_add_actions().column("path").to_pylist()
+        return {day: sum(p.startswith(f"event_date={day}/") for p in paths) for day in ("2026-01-05", "2026-01-06",
+                                                                                      "2026-01-07")}
+
+    before = store.file_bytes_by_partition("m")
+    assert {day: len(sizes) for day, sizes in before.items()} == files_per_day() == \
+        {"2026-01-05": 2, "2026-01-06": 3, "2026-01-07": 2}
+    assert all(size > 0 for sizes in before.values() for size in sizes)
+    assert store.compact("m", partitions=[]) == 0
+    assert files_per_day() == {"2026-01-05": 2, "2026-01-06": 3, "2026-01-07": 2}
+    assert store.compact("m", partitions=["2026-01-06", "2026-01-07"]) == 5  # not day 5's
+    assert files_per_day() == {"2026-01-05": 2, "2026-01-06": 1, "2026-01-07": 1}
+    live = {Path(p).name for p in DeltaTable(str(table_dir)).get_add_actions().column("path").to_pylist()}
     unreferenced = on_disk() - live
     assert unreferenced  # removed files stay on disk until vacuumed
     assert store.vacuum("m", retention_hours=0) == len(unreferenced)
     assert on_disk() == live
-    assert ns(store.read("m")) == [1, 2, 3, 4, 50]
+    assert ns(store.read("m")) == [1, 2, 3, 4, 6, 7, 50]
     assert ns(store.read_range("m", "ts", utc(6), utc(7))) == [3, 4, 50]
+    assert store.compact("m") == 2  # every partition: day 5's too
+    assert files_per_day() == {"2026-01-05": 1, "2026-01-06": 1, "2026-01-07": 1}
+    assert ns(store.read("m")) == [1, 2, 3, 4, 6, 7, 50]
+    assert store.file_bytes_by_partition("m").keys() == before.keys()
 
 
 def test_added_columns_evolve_the_schema_and_read_as_null_in_old_rows(store, spark):
