@@ -1,9 +1,9 @@
 """A long, sparse history: does an hour cost more after a year of loads than after ten days?
 
 `days` days of low-density loads (the sample generator, `events` in all) are backfilled into
-their own warehouse and its tables compacted, as the daily maintenance keeps a history that
-long (the backfill's commits would otherwise leave a file each in the small ledger the sensor
-reads at every tick); then load hours of ordinary volume arrive (a one-day pool with the main
+their own warehouse and maintained by the product's daily maintenance, as a history that long
+is kept (the backfill's commits would otherwise leave a file each in the small ledger the sensor
+reads at every tick; `incremental_hours` runs it); then load hours of ordinary volume arrive (a one-day pool with the main
 benchmark's events per day) and each is timed as in the short histories, with what each step
 read; then the sensor's ticks. The hours' rows are like the short histories' hours, so the
 difference is the history: more partitions, more Delta files and log, more manifest records.
@@ -32,7 +32,6 @@ from bench.measure import (
 
 def long_history(spark, tables, work: Path, storage: DagsterStorage, *, days: int, events: int,
                  events_per_day: int, repeats: int) -> dict:
-    from incremental_assets.names import ALL_TABLES
     from incremental_assets.runner import backfill
     from incremental_assets.settings import Settings
     from resources.tables import table_store
@@ -54,12 +53,8 @@ def long_history(spark, tables, work: Path, storage: DagsterStorage, *, days: in
         backfill_seconds = time.perf_counter() - started
         if not report.success:
             raise SystemExit(f"the backfill of the {days}-day history failed: {report}")
-        say(f"  backfill of {days} days: {backfill_seconds:.1f} s; compaction")
+        say(f"  backfill of {days} days: {backfill_seconds:.1f} s; maintenance and incremental hours")
         history = table_store(spark, str(warehouse), "delta-rs")
-        started = time.perf_counter()
-        compacted = sum(history.compact(name) for name in ALL_TABLES if history.exists(name))
-        compaction = {"files": compacted, "seconds": time.perf_counter() - started}
-        say(f"  {compacted} files compacted in {compaction['seconds']:.1f} s; incremental hours")
         hours = incremental_hours(spark, tables, arriving, source, warehouse, instance, days, repeats)
         say("  sensor ticks")
         sensor = sensor_ticks(arriving, tables, source, instance, at_hour(START + timedelta(days=days), repeats),
@@ -67,5 +62,5 @@ def long_history(spark, tables, work: Path, storage: DagsterStorage, *, days: in
         manifest_records = history.describe("processing_manifest")["num_rows"]
     finally:
         set_env(attributes_as_of=as_of_before.isoformat() if as_of_before else "")
-    return {"days": days, "source_rows": rows, "backfill_seconds": backfill_seconds, "compaction": compaction,
+    return {"days": days, "source_rows": rows, "backfill_seconds": backfill_seconds,
             "incremental": hours, "sensor": sensor, "manifest_records": manifest_records}

@@ -245,10 +245,25 @@ def dagster_time(instance, runs, writes: dict) -> dict:
 
 # -- incremental hours and sensor ticks ----------------------------------------------------
 
+def maintained(spark, warehouse: Path, now: datetime) -> dict:
+    """The product's table maintenance of `warehouse` at `now`, as its daily schedule runs it
+    between a rebuild and the hours after it: what it rewrote and how long it took."""
+    from incremental_assets.maintenance import maintain_tables
+    from incremental_assets.settings import Settings
+    from resources.tables import table_store
+
+    settings = Settings.load()
+    started = time.perf_counter()
+    results = maintain_tables(settings, table_store(spark, str(warehouse), settings.table_engine), now)
+    return {"seconds": time.perf_counter() - started, "files": sum(r.files_compacted for r in results),
+            "files_before": sum(r.files_before for r in results), "files_after": sum(r.files_after for r in results)}
+
+
 def incremental_hours(spark, tables, pool: Path, source: Path, warehouse: Path, instance, history_days: int,
                       repeats: int) -> dict:
-    """Append one load hour at a time after `history_days` days and time the run processing it;
-    beside it, the plan's estimate of its hourly runs (`incremental-assets plan` just before)."""
+    """Maintain the warehouse as the night after its history would, then append one load hour at
+    a time and time the run processing it; beside it, the plan's estimate of its hourly runs
+    (`incremental-assets plan` just before)."""
     from incremental_assets.plans import make_plan
     from incremental_assets.runner import run_until
     from incremental_assets.settings import Settings
@@ -256,6 +271,9 @@ def incremental_hours(spark, tables, pool: Path, source: Path, warehouse: Path, 
 
     set_env(warehouse=warehouse, source_path=source)
     cut = at_hour(START + timedelta(days=history_days))
+    maintenance = maintained(spark, warehouse, cut)
+    say(f"  history {history_days} d: maintenance rewrote {maintenance['files']:,} files in "
+        f"{maintenance['seconds']:.1f} s ({maintenance['files_before']:,} -> {maintenance['files_after']:,} files)")
     seconds, rows, steps_by_run, estimates, hourly, dagster = Figure(), [], [], [], [], []
     for k in range(repeats):
         rows.append(append_hour(tables, pool, source, cut + timedelta(hours=k)))
@@ -275,7 +293,7 @@ def incremental_hours(spark, tables, pool: Path, source: Path, warehouse: Path, 
                f"{rows[-1]:,} new rows, runs: {', '.join(run.job for run in report.runs)}; hourly runs "
                f"{hourly[-1]:.1f} s, planned {estimates[-1] if estimates[-1] is None else round(estimates[-1], 1)} s")
     return {"seconds": seconds, "rows": rows, "steps": steps_by_run, "plan_estimates": estimates,
-            "hourly_seconds": hourly, "dagster": dagster}
+            "hourly_seconds": hourly, "dagster": dagster, "maintenance": maintenance}
 
 
 def sensor_ticks(pool: Path, tables, source: Path, instance, after: datetime, repeats: int) -> dict:

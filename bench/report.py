@@ -165,15 +165,23 @@ def _dagster_time(incremental: dict) -> list[str]:
             "| where | seconds |", "|---|---:|", *(f"| {where} | {seconds:.2f} |" for where, seconds in rows), ""]
 
 
+def _maintenance(incremental: dict) -> list[str]:
+    """The product's table maintenance run before a history's hours (absent from older reports)."""
+    done = incremental.get("maintenance")
+    if not done:
+        return []
+    return [f"- before the hours, the daily table maintenance (as its schedule runs it the night after the history): "
+            f"{done['files']:,} files compacted in {done['seconds']:.1f} s ({done['files_before']:,} -> "
+            f"{done['files_after']:,} files in all)"]
+
+
 def _sparse_history_section(history: dict, steps_before: list[dict] | None) -> list[str]:
     """A sparse history's backfill, its new hours by step, and its sensor ticks."""
     return [f"### {history['days']} days of sparse history",
             f"{history['source_rows']:,} rows loaded over {history['days']} days, backfilled in "
             f"{history['backfill_seconds']:.0f} s ({history['manifest_records']:,} processing-manifest records "
-            f"after the hours below)" + (
-                f"; its tables compacted as the daily maintenance keeps them ({history['compaction']['files']:,} "
-                f"files rewritten in {history['compaction']['seconds']:.0f} s)" if "compaction" in history else "")
-            + "; then load hours of the same volume as above arrive.", "",
+            f"after the hours below); then load hours of the same volume as above arrive.", "",
+            *_maintenance(history["incremental"]),
             f"- run: {_span(history['incremental']['seconds'])}; new rows per hour: "
             f"{', '.join(f'{r:,}' for r in history['incremental']['rows'])}", "",
             *_steps_table(history["incremental"]["steps"], steps_before), "",
@@ -304,7 +312,7 @@ def write_report(results: dict, out: Path, json_path: Path | None = None, baseli
         lines += [f"### {history} days of history",
                   f"- run: {_span(incremental['seconds'])}; new rows per hour: "
                   f"{', '.join(f'{r:,}' for r in incremental['rows'])}",
-                  *_plan_estimates(incremental), "",
+                  *_maintenance(incremental), *_plan_estimates(incremental), "",
                   *_steps_table(incremental["steps"], before("incremental", history, "steps")), "",
                   *_dagster_time(incremental)]
     if "cold_hour" in results:

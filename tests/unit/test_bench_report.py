@@ -88,6 +88,21 @@ def test_both_sparse_histories_have_a_section_and_read_back(tmp_path):
     assert again["short_sparse_history"]["incremental"]["seconds"].median == 11.0
 
 
+def test_the_maintenance_before_a_historys_hours_is_reported_where_it_ran(tmp_path):
+    results = {**_run(100.0, 20.0, {}), "long_history": _sparse(300, 12.0, 30_000)}
+    results["incremental"][10]["maintenance"] = {"seconds": 14.2, "files": 1_203, "files_before": 1_350,
+                                                 "files_after": 190}
+    results["long_history"]["incremental"]["maintenance"] = {"seconds": 3.0, "files": 12, "files_before": 900,
+                                                             "files_after": 890}
+    write_report(results, tmp_path / "RESULTS.md", tmp_path / "RESULTS.json")
+    text = (tmp_path / "RESULTS.md").read_text()
+
+    ten_days = text[text.index("### 10 days of history"):text.index("### 300 days of sparse history")]
+    assert "1,203 files compacted in 14.2 s (1,350 -> 190 files in all)" in ten_days
+    assert "12 files compacted in 3.0 s (900 -> 890 files in all)" in text[text.index("### 300 days of sparse"):]
+    assert load_results(tmp_path / "RESULTS.json")["incremental"][10]["maintenance"]["files"] == 1_203
+
+
 def test_issue_43s_targets_are_reported_with_their_limits(tmp_path):
     small = _run(100.0, 20.0, {"hourly_assets": 15.0, "attributes": 1.5})
     long, short = _sparse(300, 12.0, 30_000), _sparse(10, 10.0, 1_000)
