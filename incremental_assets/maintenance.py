@@ -45,7 +45,7 @@ def maintain_tables(settings: Settings, tables: TableStore, now: datetime,
         files = tables.file_bytes_by_partition(name)
         partitions = None if files is None else partitions_to_compact(
             files, recent_from=recent_from, target_bytes=COMPACTED_FILE_BYTES)
-        files_before = sum(map(len, files.values())) if files is not None else tables.describe(name)["num_files"]
+        files_before = tables.describe(name)["num_files"]
         compacted = tables.compact(name, partitions=partitions)
         vacuumed = tables.vacuum(name, retention_hours=settings.vacuum_retention_hours)
         result = MaintenanceResult(name, files_before, tables.describe(name)["num_files"], compacted, vacuumed,
