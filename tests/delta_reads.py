@@ -10,7 +10,7 @@ import pandas as pd
 import pyarrow as pa
 from deltalake import DeltaTable
 
-from resources.tables.delta_log import read_delta_arrow, scan_arrow
+from resources.tables.delta_log import NoTableAt, read_delta_arrow, scan_arrow
 
 
 def read_table(path, columns: Sequence[str] | None = None, version: int | None = None) -> pa.Table:
@@ -19,7 +19,7 @@ def read_table(path, columns: Sequence[str] | None = None, version: int | None =
         return scan_arrow(DeltaTable(str(path), version=version), columns)
     table = read_delta_arrow(str(path), columns)
     if table is None:
-        raise FileNotFoundError(f"no Delta table at {path}")
+        raise NoTableAt(str(path))
     return table
 
 

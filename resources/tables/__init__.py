@@ -6,7 +6,8 @@ plain name (`root/name`). The pipeline only talks to `TableStore` (`interface.py
 - read a whole table or a half-open range `[start, end)` of a time column, as a Spark DataFrame;
 - replace such a range atomically (delete the range and insert the new rows in one commit);
 - merge by key, append with an idempotency token, overwrite, delete rows by value;
-- table version and metadata; a Spark-free Arrow read for small tables.
+- table version and metadata; a Spark-free Arrow read for small tables;
+- `NoTableAt` (a FileNotFoundError) from any operation that needs a table where there is none.
 
 Engines:
 
@@ -30,13 +31,13 @@ from __future__ import annotations
 
 import importlib
 
-from resources.tables.delta_log import append_arrow, read_delta_arrow, utc_datetimes
+from resources.tables.delta_log import NoTableAt, append_arrow, read_delta_arrow, utc_datetimes
 from resources.tables.interface import TableStore, WriteResult, check_identifier, no_rows, rows_collected_at_most
 from resources.tables.ranges import RowRange
 from resources.tables.scans import Scan, recording_scans
 
 __all__ = [
-    "DeltaRsTableStore", "DeltaSparkTableStore", "RowRange", "Scan", "TableStore", "WriteResult", "append_arrow",
+    "DeltaRsTableStore", "DeltaSparkTableStore", "NoTableAt", "RowRange", "Scan", "TableStore", "WriteResult", "append_arrow",
     "check_identifier", "delta_spark_unavailable_reason", "no_rows", "read_delta_arrow", "recording_scans",
     "rows_collected_at_most", "sweep_stale_staging", "table_store", "unshared_warehouse_problem", "utc_datetimes",
 ]

@@ -38,6 +38,22 @@ def load_table(path: str, version: int | None = None) -> DeltaTable | None:
         return None
 
 
+class NoTableAt(FileNotFoundError):
+    """No Delta table at `path`, where an operation needs one (raised by both engines)."""
+
+    def __init__(self, path: str):
+        super().__init__(f"no Delta table at {path}")
+        self.path = path
+
+
+def required_table(path: str, version: int | None = None) -> DeltaTable:
+    """The Delta table at `path` (at `version` when given); NoTableAt when there is none."""
+    table = load_table(path, version)
+    if table is None:
+        raise NoTableAt(path)
+    return table
+
+
 def spark_can_read_files(table: DeltaTable) -> bool:
     """True when the table's active Parquet files, read as they are, are its rows.
 

@@ -23,6 +23,7 @@ from resources.tables.delta_log import (
     files_in_selection,
     load_table,
     prune_files,
+    required_table,
     row_count,
     spark_can_read_files,
     spark_parses_partition_dirs,
@@ -119,18 +120,11 @@ class DeltaRsTableStore(TableStore):
         return self._read(path, columns, (check_identifier(column, "range column"), start, end), version)
 
     def _require(self, name: str) -> DeltaTable:
-        return self._require_path(self.path(name))
-
-    @staticmethod
-    def _require_path(path: str, version: int | None = None) -> DeltaTable:
-        table = load_table(path, version)
-        if table is None:
-            raise FileNotFoundError(f"no Delta table at {path}")
-        return table
+        return required_table(self.path(name))
 
     def _read(self, path: str, columns: Sequence[str] | None, time_range=None, version: int | None = None):
         name = path.rstrip("/").rsplit("/", 1)[-1]
-        table = self._require_path(path, version)
+        table = required_table(path, version)
         schema = spark_schema(table)
         if columns:
             check_columns_present(schema.names, columns, f"read {name}")
@@ -461,7 +455,7 @@ class DeltaRsTableStore(TableStore):
         path = self.path(name)
 
         def attempt() -> int:
-            table = self._require_path(path)
+            table = required_table(path)
             columns = table.metadata().partition_columns
             chosen = [(columns[0], "in", [str(p) for p in partitions])] if columns and partitions is not None else None
             # An empty choice compacts nothing; the log's upkeep below still runs.

@@ -12,10 +12,11 @@ from typing import Callable, Sequence
 
 import delta.exceptions as delta_errors
 from delta.tables import DeltaTable as SparkDeltaTable
+from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
 from resources.delta_jars import DELTA_EXTENSION_CLASS, delta_coordinate
-from resources.tables.delta_log import load_table, row_count
+from resources.tables.delta_log import NoTableAt, load_table, row_count
 from resources.tables.interface import (
     APPEND_TOKEN_TXN_VERSION,
     COMPACTED_FILE_BYTES,
@@ -159,26 +160,34 @@ class DeltaSparkTableStore(TableStore):
         return SparkDeltaTable.isDeltaTable(self.spark, self.path(name))
 
     def read(self, name: str, columns: Sequence[str] | None = None):
-        df = self.spark.read.format("delta").load(self.path(name))
-        return df.select(*columns) if columns else df
+        return self.read_path(self.path(name), columns)
 
     def read_range(self, name: str, column: str, start, end, columns: Sequence[str] | None = None):
         return self.read_path_range(self.path(name), column, start, end, columns)
 
     def read_path(self, path: str, columns: Sequence[str] | None = None, version: int | None = None):
-        reader = self.spark.read.format("delta")
-        df = (reader.option("versionAsOf", version) if version is not None else reader).load(path)
+        df = self._load(path, version)
         return df.select(*columns) if columns else df
 
     def read_path_range(self, path: str, column: str, start, end, columns: Sequence[str] | None = None,
                         version: int | None = None):
         check_identifier(column, "range column")
-        reader = self.spark.read.format("delta")
-        df = (reader.option("versionAsOf", version) if version is not None else reader).load(path)
+        df = self._load(path, version)
         column_type = spark_type_name(df.schema, column, f"read_range {path}")
         lo, hi = normalise_range(column, column_type, start, end)
         df = df.where(spark_range_condition(column, lo, hi))  # Delta skips files by stats
         return df.select(*columns) if columns else df
+
+    def _load(self, path: str, version: int | None = None):
+        """The table at `path` (at `version`); NoTableAt where there is none, as delta-rs says it
+        (Spark's own error names a missing folder and a folder without a log differently)."""
+        reader = self.spark.read.format("delta")
+        try:
+            return (reader.option("versionAsOf", version) if version is not None else reader).load(path)
+        except AnalysisException as error:
+            if not SparkDeltaTable.isDeltaTable(self.spark, path):
+                raise NoTableAt(path) from error
+            raise
 
     # -- writes --------------------------------------------------------------------------
 
@@ -347,7 +356,7 @@ class DeltaSparkTableStore(TableStore):
     def compact(self, name, *, partitions=None) -> int:
         table = self._delta_table(name)
         if table is None:
-            raise FileNotFoundError(f"no Delta table at {self.path(name)}")
+            raise NoTableAt(self.path(name))
         columns = table.detail().select("partitionColumns").collect()[0][0]
         builder = table.optimize()
         if columns and partitions is not None:
@@ -363,7 +372,7 @@ class DeltaSparkTableStore(TableStore):
     def vacuum(self, name, *, retention_hours) -> int:
         path = self.path(name)
         if self._delta_table(name) is None:
-            raise FileNotFoundError(f"no Delta table at {path}")
+            raise NoTableAt(path)
         # Delta refuses a retention under its default (7 days) unless this check is off.
         self.spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
         quoted = path.replace("`", "``")
@@ -375,7 +384,7 @@ class DeltaSparkTableStore(TableStore):
     def describe(self, name: str) -> dict:
         table = self._delta_table(name)
         if table is None:
-            raise FileNotFoundError(f"no Delta table at {self.path(name)}")
+            raise NoTableAt(self.path(name))
         detail = table.detail().select("numFiles", "sizeInBytes").collect()[0]
         log = load_table(self.path(name))
         return {

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import functions as F
 
 from incremental_assets.names import check_identifier
-from resources.tables.delta_log import file_bytes_by_partition, load_table, read_delta_arrow
+from resources.tables.delta_log import NoTableAt, file_bytes_by_partition, read_delta_arrow, required_table
 from resources.tables.ranges import RowRange
 
 # Commit conflicts (two writers touching the same rows, or creating the same table) are
@@ -223,10 +223,7 @@ class TableStore(abc.ABC):
     def file_bytes_by_partition(self, name: str) -> dict[str | None, list[int]] | None:
         """The sizes of the table's files per value of its first partition column (as text);
         None for an unpartitioned table. Read from the Delta log, without Spark."""
-        table = load_table(self.path(name))
-        if table is None:
-            raise FileNotFoundError(f"no Delta table at {self.path(name)}")
-        return file_bytes_by_partition(table)
+        return file_bytes_by_partition(required_table(self.path(name)))
 
     @abc.abstractmethod
     def vacuum(self, name: str, *, retention_hours: float) -> int:
@@ -240,7 +237,7 @@ class TableStore(abc.ABC):
         """
         data = read_delta_arrow(self.path(name), None if filters else columns)
         if data is None:
-            raise FileNotFoundError(f"no Delta table at {self.path(name)}")
+            raise NoTableAt(self.path(name))
         if filters:
             data = data.filter(pq.filters_to_expression(filters))
             return data.select(list(columns)) if columns else data

@@ -8,6 +8,7 @@ Engine-internal checks of the delta-rs engine (file pruning, fallbacks) are at t
 from __future__ import annotations
 
 import datetime as dt
+import os
 import re
 import threading
 from pathlib import Path
@@ -19,6 +20,7 @@ from pyspark.sql import functions as F
 
 from resources.tables import (
     DeltaRsTableStore,
+    NoTableAt,
     RowRange,
     WriteResult,
     delta_log,
@@ -447,6 +449,24 @@ def test_read_arrow_and_describe(store, spark):
     assert info["size_bytes"] > 0
     with pytest.raises(FileNotFoundError):
         store.describe("missing")
+
+
+@pytest.mark.parametrize("there", ["nothing", "a folder without a Delta log"])
+def test_every_operation_that_needs_a_table_names_the_path_it_found_none_at(store, there):
+    missing = store.path("missing")
+    if there != "nothing":
+        os.makedirs(missing)
+    operations = {"read": lambda: store.read("missing"), "describe": lambda: store.describe("missing"),
+                  "read_range": lambda: store.read_range("missing", "ts", utc(1), utc(2)),
+                  "read_arrow": lambda: store.read_arrow("missing"),
+                  "compact": lambda: store.compact("missing"),
+                  "vacuum": lambda: store.vacuum("missing", retention_hours=0),
+                  "file_bytes_by_partition": lambda: store.file_bytes_by_partition("missing")}
+    for name, operation in operations.items():
+        with pytest.raises(NoTableAt) as raised:
+            operation()
+        assert raised.value.path == missing and missing in str(raised.value), name
+    assert not store.exists("missing")  # none of them created a table
 
 
 # ---------------------------------------------------------------------------------------
