@@ -4,13 +4,14 @@
 The Spark standalone workers write through S3A (each with a scratch directory of its own),
 delta-rs commits through S3's conditional writes, and no file is local: the warehouse is
 `s3://lake/warehouse` and the source is named `s3a://lake/source` (Spark's spelling; delta-rs
-and pyarrow get `s3://`). The daemon's sensors process the source's hours, a second batch of
-loads (with late events) follows, and every table equals a local-mode run over the same
-source. Separately, two processes commit to the processing manifest on the object store at
+and pyarrow get `s3://`). The daemon's sensors process the source's hours, table maintenance
+compacts and vacuums the tables on the store, a second batch of loads (with late events)
+follows, and every table equals a local-mode run over the same source. Separately, two processes commit to the processing manifest on the object store at
 once: no commit is lost, and of two claims of one item exactly one wins.
 """
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -32,6 +33,7 @@ from tests.live import assert_tables_equal_a_local_run, settled, write_loads
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 WAREHOUSE, SOURCE = f"s3://{BUCKET}/warehouse", f"s3a://{BUCKET}/source"
+MAINTENANCE_TIMEOUT_SECONDS = 600
 
 
 @pytest.fixture(scope="module")
@@ -93,6 +95,12 @@ def test_the_cluster_on_an_object_store_matches_local_mode(spark, events, tmp_pa
     wait_until("every run to finish", lambda: settled(instance), stack)
     before = {job: len(succeeded(instance, job)) for job in ("hourly_job", "daily_job", "attributes_job")}
 
+    # Table maintenance on the store, as its daily schedule runs it: compaction commits through
+    # delta-rs's conditional writes and vacuum deletes objects (retention 0: nothing else runs
+    # now). The second batch's runs then write to compacted, vacuumed tables.
+    files_before, files_after, deleted = maintained(stack, env)
+    assert files_after < files_before and deleted > 0, (files_before, files_after, deleted)
+
     # A second batch of loads: the sensor runs the new hours, then the days they touched
     # (late events among them) and attributes again, each waited for (the instance may be
     # quiet for a while between a run and the sensor tick that follows it).
@@ -112,6 +120,19 @@ def test_the_cluster_on_an_object_store_matches_local_mode(spark, events, tmp_pa
     # Local mode over the same source (its local copy) gives the same tables.
     assert_tables_equal_a_local_run(WAREHOUSE, NOW, {**env, "INCREMENTAL_SOURCE_PATH": str(source)},
                                     monkeypatch, tmp_path / "local_warehouse")
+
+
+def maintained(stack: Stack, env: dict[str, str]) -> tuple[int, int, int]:
+    """`incremental-assets maintain` with the runs' environment (a driver on the cluster, the
+    warehouse on the store): files before and after, and files deleted."""
+    done = subprocess.run([sys.executable, "-m", "incremental_assets.cli", "maintain", "--now", NOW.isoformat()],
+                          env={**stack.dagster_env(env), "INCREMENTAL_VACUUM_RETENTION_HOURS": "0",
+                               "INCREMENTAL_VACUUM_MIN_RETENTION_HOURS": "0"},
+                          capture_output=True, text=True, timeout=MAINTENANCE_TIMEOUT_SECONDS)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    found = re.search(r"^done: (\d+) -> (\d+) files in \d+ tables, (\d+) deleted from disk$", done.stdout, re.M)
+    assert found, done.stdout[-3000:]
+    return int(found[1]), int(found[2]), int(found[3])
 
 
 # Two processes commit to one manifest on the object store: each claims and closes its own
