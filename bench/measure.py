@@ -138,8 +138,9 @@ def _submitted_at(item: dict) -> float | None:
 
 
 def spark_stages(spark) -> list[dict]:
-    """Completed stages and every job from Spark's REST API (local UI), each with its submission
-    time: a stage's input bytes, a job's tasks (less those it skipped, whose output it reused).
+    """Completed stages, every job and every SQL execution from Spark's REST API (local UI), each
+    with its submission time: a stage's input bytes, a job's tasks (less those it skipped, whose
+    output it reused), an execution's seconds.
     The UI keeps the last 1,000 jobs and stages (spark.ui.retainedJobs/Stages): enough for an
     hour's runs, not for a whole rebuild's."""
     result = []
@@ -152,17 +153,37 @@ def spark_stages(spark) -> list[dict]:
         if at is not None:
             result.append({"kind": "job", "at": at, "input_bytes": 0,
                            "tasks": job.get("numTasks", 0) - job.get("numSkippedTasks", 0)})
+    # The UI keeps the last 1,000 SQL executions (spark.sql.ui.retainedExecutions); the API
+    # returns 20 unless asked for more.
+    for query in _spark_rest(spark, "sql?details=false&length=1000"):
+        at = _submitted_at(query)
+        if at is not None:
+            result.append({"kind": "query", "at": at, "input_bytes": 0, "seconds": query.get("duration", 0) / 1000})
     return result
 
 
+def _covered(intervals: list[tuple[float, float]]) -> float:
+    """Seconds covered by the intervals, overlaps counted once."""
+    covered, reached = 0.0, float("-inf")
+    for start, end in sorted(intervals):
+        if end > reached:
+            covered += end - max(start, reached)
+            reached = end
+    return covered
+
+
 def per_step(windows, scans, stages, since: float) -> dict[str, dict]:
-    """Seconds, Delta files/bytes planned, Spark input bytes, and Spark's jobs, stages and tasks,
-    per step."""
+    """Seconds, Delta files/bytes planned, Spark input bytes, Spark's jobs, stages and tasks, and
+    its SQL executions (queries) with the seconds they cover, per step. A query's seconds run
+    from its submission to its end: planning, jobs and the transfer of its result; the rest of
+    a step is the driver's own work (building plans, Delta logs and commits, Dagster's events)."""
     steps: dict[str, dict] = {}
+    query_spans: dict[str, list[tuple[float, float]]] = {}
 
     def entry(key: str) -> dict:
         return steps.setdefault(key, {"seconds": 0.0, "files": 0, "file_bytes": 0, "spark_input_bytes": 0,
-                                      "spark_jobs": 0, "spark_stages": 0, "spark_tasks": 0})
+                                      "spark_jobs": 0, "spark_stages": 0, "spark_tasks": 0,
+                                      "spark_queries": 0, "spark_query_seconds": 0.0})
 
     for key, start, end in windows:
         entry(key)["seconds"] += end - start
@@ -173,13 +194,20 @@ def per_step(windows, scans, stages, since: float) -> dict[str, dict]:
     for item in stages:
         if item["at"] < since:
             continue
-        counts = entry(step_of(windows, item["at"]))
-        if item.get("kind", "stage") == "stage":
+        key = step_of(windows, item["at"])
+        counts = entry(key)
+        kind = item.get("kind", "stage")
+        if kind == "stage":
             counts["spark_input_bytes"] += item["input_bytes"]
             counts["spark_stages"] += 1
+        elif kind == "query":
+            counts["spark_queries"] += 1
+            query_spans.setdefault(key, []).append((item["at"], item["at"] + item["seconds"]))
         else:
             counts["spark_jobs"] += 1
             counts["spark_tasks"] += item["tasks"]
+    for key, spans in query_spans.items():
+        steps[key]["spark_query_seconds"] = _covered(spans)
     return steps
 
 

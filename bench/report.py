@@ -96,39 +96,45 @@ def _step_seconds(runs: list[dict], key: str) -> float:
 
 
 def _steps_table(runs: list[dict], before: list[dict] | None = None) -> list[str]:
-    """Per step: median over the runs of seconds, files, bytes planned, Spark input bytes; with
+    """Per step: median over the runs of seconds, files, bytes planned, Spark input bytes, Spark's
+    jobs, stages and tasks, its queries and the seconds they cover; with
     `before` (the baseline's runs of the same figure), its seconds too ("-": no such step then;
     a step that replaced several: their sum, MERGED_STEPS)."""
     if before is not None:
         before = [_merged(steps) for steps in before]
     keys = sorted({k for steps in runs for k in steps} | {k for steps in before or [] for k in steps})
     lines = ["| step | seconds | Delta files | bytes in those files | Spark input bytes | Spark jobs | stages "
-             "| tasks |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "| tasks | Spark queries | seconds in them |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     if before is not None:
         lines = [lines[0].replace("| seconds |", "| seconds before | seconds |"), lines[1] + "---:|"]
-    counts = ("spark_jobs", "spark_stages", "spark_tasks")  # "-" where a baseline did not count them
+    # Each group "-" where a run did not measure it (runs from before it was counted).
+    counted_groups = (("spark_jobs", "spark_stages", "spark_tasks"), ("spark_queries", "spark_query_seconds"))
+    counts = tuple(m for group in counted_groups for m in group)
 
-    def counted(values: dict, measured: bool) -> str:
-        return " | ".join(f"{values[m]:.0f}" if measured else "-" for m in counts)
+    def counted(values: dict, step_figures: list[dict]) -> str:
+        """The groups' values; "-" for a group some of `step_figures` lack."""
+        return " | ".join((f"{values[m]:.2f}" if m.endswith("seconds") else f"{values[m]:.0f}")
+                          if all(group[0] in figures for figures in step_figures) else "-"
+                          for group in counted_groups for m in group)
 
     totals = {"files": [], "file_bytes": [], "spark_input_bytes": [], **{m: [] for m in counts}}
     for key in keys:
         ran = any(key in steps for steps in runs)
         values = {m: statistics.median(steps.get(key, {}).get(m, 0) for steps in runs)
                   for m in ("seconds", "files", "file_bytes", "spark_input_bytes", *counts)}
-        measured = all(counts[0] in steps.get(key, {counts[0]: 0}) for steps in runs)
         earlier = "" if before is None else (
             f"{_step_seconds(before, key):.2f} | " if any(key in steps for steps in before) else "- | ")
         lines.append(f"| {key} | {earlier}{values['seconds']:.2f} | {values['files']:.0f} | "
                      f"{_mb(values['file_bytes'])} | {_mb(values['spark_input_bytes'])} | "
-                     f"{counted(values, measured)} |" if ran else f"| {key} | {earlier}- | | | | | | |")
+                     f"{counted(values, [steps[key] for steps in runs if key in steps])} |"
+                     if ran else f"| {key} | {earlier}- | | | | | | | | |")
     for metric in totals:
         totals[metric] = [sum(s.get(metric, 0) for s in steps.values()) for steps in runs]
-    all_measured = all(counts[0] in s for steps in runs for s in steps.values())
+    every_step = [figures for steps in runs for figures in steps.values()]
     lines.append(f"| **all** | {'| ' if before is not None else ''}| {statistics.median(totals['files']):.0f} | "
                  f"{_mb(statistics.median(totals['file_bytes']))} | "
                  f"{_mb(statistics.median(totals['spark_input_bytes']))} | "
-                 f"{counted({m: statistics.median(totals[m]) for m in counts}, all_measured)} |")
+                 f"{counted({m: statistics.median(totals[m]) for m in counts}, every_step)} |")
     return lines
 
 

@@ -146,6 +146,32 @@ def test_spark_jobs_stages_and_tasks_are_counted_per_step_and_shown(tmp_path):
     assert "| **all** | | 0 | 0.0 MB | 2.0 MB | 3 | 3 | 7 |" in text
 
 
+def test_a_steps_spark_queries_are_counted_with_the_seconds_they_cover_and_a_run_without_them_shows_a_dash(tmp_path):
+    from bench.measure import per_step
+
+    windows = [("hourly_assets", 10.0, 20.0), ("attributes", 21.0, 23.0)]
+    queries = [{"kind": "query", "at": 11.0, "input_bytes": 0, "seconds": 2.0},
+               {"kind": "query", "at": 12.0, "input_bytes": 0, "seconds": 0.5},  # inside the first: counted once
+               {"kind": "query", "at": 14.0, "input_bytes": 0, "seconds": 1.5},
+               {"kind": "query", "at": 22.0, "input_bytes": 0, "seconds": 0.25},
+               {"kind": "query", "at": 5.0, "input_bytes": 0, "seconds": 3.0}]  # before the runs
+    steps = per_step(windows, [], queries, since=9.0)
+    assert {k: (v["spark_queries"], v["spark_query_seconds"]) for k, v in steps.items()} == {
+        "hourly_assets": (3, 3.5), "attributes": (1, 0.25)}
+
+    results = _run(100.0, 20.0, {})
+    results["incremental"][10]["steps"] = [steps] * 3
+    write_report(results, tmp_path / "RESULTS.md")
+    assert "| hourly_assets | 10.00 | 0 | 0.0 MB | 0.0 MB | 0 | 0 | 0 | 3 | 3.50 |" in (tmp_path / "RESULTS.md").read_text()
+
+    older = {k: {m: v for m, v in figures.items() if not m.startswith("spark_quer")} for k, figures in steps.items()}
+    results["incremental"][10]["steps"] = [older] * 3
+    write_report(results, tmp_path / "RESULTS.md")
+    text = (tmp_path / "RESULTS.md").read_text()
+    assert "| hourly_assets | 10.00 | 0 | 0.0 MB | 0.0 MB | 0 | 0 | 0 | - | - |" in text
+    assert "| **all** | | 0 | 0.0 MB | 0.0 MB | 0 | 0 | 0 | - | - |" in text
+
+
 def _entry(at: float, kind: str | None = None, step: str | None = None):
     from types import SimpleNamespace
 
