@@ -474,20 +474,3 @@ class DeltaRsTableStore(TableStore):
         removed = table.vacuum(retention_hours=int(retention_hours), dry_run=False,
                                enforce_retention_duration=False, full=True)
         return len(removed)
-
-    # -- metadata ------------------------------------------------------------------------
-
-    def version(self, name: str) -> int | None:
-        table = load_table(self.path(name))
-        return None if table is None else table.version()
-
-    def describe(self, name: str) -> dict:
-        table = self._require(name)
-        actions = add_actions(table)
-        return {
-            "path": self.path(name),
-            "version": table.version(),
-            "num_files": actions.num_rows,
-            "size_bytes": pc.sum(actions["size_bytes"]).as_py() or 0,
-            "num_rows": row_count(table),
-        }

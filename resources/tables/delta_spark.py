@@ -16,7 +16,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
 from resources.delta_jars import DELTA_EXTENSION_CLASS, delta_coordinate
-from resources.tables.delta_log import NoTableAt, load_table, row_count
+from resources.tables.delta_log import NoTableAt
 from resources.tables.interface import (
     APPEND_TOKEN_TXN_VERSION,
     COMPACTED_FILE_BYTES,
@@ -345,13 +345,7 @@ class DeltaSparkTableStore(TableStore):
 
         return self._commit(attempt)
 
-    # -- metadata ------------------------------------------------------------------------
-
-    def version(self, name: str) -> int | None:
-        table = self._delta_table(name)
-        if table is None:
-            return None
-        return table.history(1).select("version").collect()[0][0]
+    # -- maintenance ---------------------------------------------------------------------
 
     def compact(self, name, *, partitions=None) -> int:
         table = self._delta_table(name)
@@ -380,18 +374,3 @@ class DeltaSparkTableStore(TableStore):
         removed = self.spark.sql(f"VACUUM delta.`{quoted}` RETAIN {hours} HOURS DRY RUN").count()
         self.spark.sql(f"VACUUM delta.`{quoted}` RETAIN {hours} HOURS")
         return removed
-
-    def describe(self, name: str) -> dict:
-        table = self._delta_table(name)
-        if table is None:
-            raise NoTableAt(self.path(name))
-        detail = table.detail().select("numFiles", "sizeInBytes").collect()[0]
-        log = load_table(self.path(name))
-        return {
-            "path": self.path(name),
-            "version": self.version(name),
-            "num_files": detail["numFiles"],
-            "size_bytes": detail["sizeInBytes"],
-            # Spark's detail() has no row count; the log's file statistics do (delta-rs reads them).
-            "num_rows": row_count(log) if log is not None else None,
-        }
