@@ -6,8 +6,9 @@ delta-rs commits through S3's conditional writes, and no file is local: the ware
 `s3://lake/warehouse` and the source is named `s3a://lake/source` (Spark's spelling; delta-rs
 and pyarrow get `s3://`). The daemon's sensors process the source's hours, table maintenance
 compacts and vacuums the tables on the store, a second batch of loads (with late events)
-follows, and every table equals a local-mode run over the same source. Separately, two processes commit to the processing manifest on the object store at
-once: no commit is lost, and of two claims of one item exactly one wins.
+follows, and every table equals a local-mode run over the same source. Separately, two
+processes commit to the processing manifest on the object store at once: no commit is lost,
+and of two claims of one item exactly one wins.
 """
 
 import os

@@ -146,7 +146,7 @@ def test_spark_jobs_stages_and_tasks_are_counted_per_step_and_shown(tmp_path):
     assert "| **all** | | 0 | 0.0 MB | 2.0 MB | 3 | 3 | 7 |" in text
 
 
-def test_a_steps_spark_queries_are_counted_with_the_seconds_they_cover_and_a_run_without_them_shows_a_dash(tmp_path):
+def test_spark_queries_are_counted_per_step_with_the_seconds_they_cover_and_older_runs_show_a_dash(tmp_path):
     from bench.measure import per_step
 
     windows = [("hourly_assets", 10.0, 20.0), ("attributes", 21.0, 23.0)]
@@ -162,7 +162,8 @@ def test_a_steps_spark_queries_are_counted_with_the_seconds_they_cover_and_a_run
     results = _run(100.0, 20.0, {})
     results["incremental"][10]["steps"] = [steps] * 3
     write_report(results, tmp_path / "RESULTS.md")
-    assert "| hourly_assets | 10.00 | 0 | 0.0 MB | 0.0 MB | 0 | 0 | 0 | 3 | 3.50 |" in (tmp_path / "RESULTS.md").read_text()
+    text = (tmp_path / "RESULTS.md").read_text()
+    assert "| hourly_assets | 10.00 | 0 | 0.0 MB | 0.0 MB | 0 | 0 | 0 | 3 | 3.50 |" in text
 
     older = {k: {m: v for m, v in figures.items() if not m.startswith("spark_quer")} for k, figures in steps.items()}
     results["incremental"][10]["steps"] = [older] * 3
