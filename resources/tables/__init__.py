@@ -39,7 +39,8 @@ from resources.tables.scans import Scan, recording_scans
 __all__ = [
     "DeltaRsTableStore", "DeltaSparkTableStore", "NoTableAt", "RowRange", "Scan", "TableStore", "WriteResult",
     "append_arrow", "check_identifier", "delta_spark_unavailable_reason", "no_rows", "read_delta_arrow",
-    "recording_scans", "rows_collected_at_most", "sweep_stale_staging", "table_store", "unshared_warehouse_problem", "utc_datetimes",
+    "recording_scans", "rows_collected_at_most", "sweep_stale_staging", "table_store", "unshared_warehouse_problem",
+    "utc_datetimes",
 ]
 
 # The engines and the staging sweep import pandas (through pyarrow.dataset), a third of a

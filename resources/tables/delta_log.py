@@ -139,8 +139,13 @@ def file_bytes_by_partition(table: DeltaTable) -> dict[str | None, list[int]] | 
 
 
 def row_count(table: DeltaTable) -> int | None:
-    counts = add_actions(table)["num_records"]
-    if counts.null_count:  # a file without statistics: unknown
+    return records_in(add_actions(table))
+
+
+def records_in(actions: pa.Table) -> int | None:
+    """The rows of the files `actions` lists (rows of `add_actions`); None when a file has no statistics."""
+    counts = actions["num_records"]
+    if counts.null_count:
         return None
     return pc.sum(counts).as_py() or 0
 

@@ -16,7 +16,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
 from resources.delta_jars import DELTA_EXTENSION_CLASS, delta_coordinate
-from resources.tables.delta_log import NoTableAt
+from resources.tables.delta_log import NoTableAt, required_table
 from resources.tables.interface import (
     APPEND_TOKEN_TXN_VERSION,
     COMPACTED_FILE_BYTES,
@@ -348,11 +348,9 @@ class DeltaSparkTableStore(TableStore):
     # -- maintenance ---------------------------------------------------------------------
 
     def compact(self, name, *, partitions=None) -> int:
-        table = self._delta_table(name)
-        if table is None:
-            raise NoTableAt(self.path(name))
-        columns = table.detail().select("partitionColumns").collect()[0][0]
-        builder = table.optimize()
+        # The partition columns from the log (delta-rs), not a Spark query of the table's detail.
+        columns = required_table(self.path(name)).metadata().partition_columns
+        builder = SparkDeltaTable.forPath(self.spark, self.path(name)).optimize()
         if columns and partitions is not None:
             if not partitions:
                 return 0
@@ -365,8 +363,7 @@ class DeltaSparkTableStore(TableStore):
 
     def vacuum(self, name, *, retention_hours) -> int:
         path = self.path(name)
-        if self._delta_table(name) is None:
-            raise NoTableAt(path)
+        required_table(path)  # NoTableAt where there is none
         # Delta refuses a retention under its default (7 days) unless this check is off.
         self.spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
         quoted = path.replace("`", "``")

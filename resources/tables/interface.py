@@ -22,8 +22,8 @@ from resources.tables.delta_log import (
     file_bytes_by_partition,
     load_table,
     read_delta_arrow,
+    records_in,
     required_table,
-    row_count,
 )
 from resources.tables.ranges import RowRange
 
@@ -225,7 +225,7 @@ class TableStore(abc.ABC):
         table = required_table(self.path(name))
         actions = add_actions(table)
         return {"path": self.path(name), "version": table.version(), "num_files": actions.num_rows,
-                "size_bytes": pc.sum(actions["size_bytes"]).as_py() or 0, "num_rows": row_count(table)}
+                "size_bytes": pc.sum(actions["size_bytes"]).as_py() or 0, "num_rows": records_in(actions)}
 
     @abc.abstractmethod
     def compact(self, name: str, *, partitions: Sequence[str] | None = None) -> int:
