@@ -11,9 +11,10 @@ DEMO_START  ?= 2026-01-05
 DEMO_DAYS   ?= 7
 DEMO_EVENTS ?= 200000
 
-.PHONY: help setup check-prereqs postgres-server demo test test-long test-sequences test-clocks test-deployment stack-up stack-down soak ui validate bench bench-small clean
+.PHONY: help constraints setup check-prereqs postgres-server demo test test-long test-sequences test-clocks test-deployment stack-up stack-down soak ui validate bench bench-small clean
 
 help:
+	@echo "make setup   .venv with the tested versions (constraints.txt) and the cached Delta jars; the others run it"
 	@echo "make demo    set up, generate a sample event lake, run the pipeline on it"
 	@echo "make test    set up and run the test suite (all but the long tests)"
 	@echo "make test-long  the long tests: many runs end to end, a real daemon, killed and racing processes"
@@ -23,6 +24,10 @@ help:
 	@echo "make stack-up / stack-down  start / stop that stack locally (state in .stack/)"
 	@echo "make soak    many runs in a row over a growing source (SOAK_HOURS=24)"
 	@echo "make ui      open the Dagster UI (dagster dev) on 127.0.0.1:3000"
+	@echo "make validate  load the definitions as Dagster does (dagster definitions validate)"
+	@echo "make constraints  resolve pyproject.toml's ranges anew in a scratch venv and rewrite constraints.txt"
+	@echo "make postgres-server  install PostgreSQL's server from Debian's packages (as root; test-deployment needs it)"
+	@echo "make clean   stop the local stack if it runs, then delete the demo's lake, warehouse, instance and .stack"
 	@echo "make bench   benchmark: 10M events over 30 days, writes bench/RESULTS.md (about 3 hours; BENCH_ARGS=\"--rebuild-repeats 1 --skip-cold\": 77 min)"
 	@echo "make bench-small  the same on 300k events over 10 days, once per Delta engine, side by side (bench/ENGINES-small.md)"
 
@@ -34,10 +39,10 @@ check-prereqs:
 	@command -v mvn >/dev/null 2>&1 \
 	  || { echo "error: Maven ('mvn') is required once, to fetch the Delta Lake jars into a local cache: install it (e.g. 'apt-get install maven')"; exit 1; }
 
-$(STAMP): pyproject.toml | check-prereqs
+$(STAMP): pyproject.toml constraints.txt | check-prereqs
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[test]'
 	$(BIN)/python -m resources.delta_jars
 	@touch $(STAMP)
 
@@ -70,7 +75,7 @@ test-sequences: setup
 DEPLOY_STAMP := $(VENV)/.deploy-installed
 $(DEPLOY_STAMP): $(STAMP)
 	@command -v initdb >/dev/null 2>&1 && command -v pg_ctl >/dev/null 2>&1 || $(MAKE) --no-print-directory postgres-server
-	$(BIN)/pip install -q -e '.[test,deploy]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[test,deploy,stack]'
 	@touch $(DEPLOY_STAMP)
 
 # The PostgreSQL server binaries from Debian's packages, on a machine that lacks them (as root).
@@ -116,7 +121,7 @@ soak: setup
 # server from the OS's binaries for its instances).
 BENCH_STAMP := $(VENV)/.bench-installed
 $(BENCH_STAMP): $(STAMP)
-	$(BIN)/pip install -q -e '.[test,bench]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[test,bench]'
 	@touch $(BENCH_STAMP)
 
 bench: $(BENCH_STAMP)
@@ -142,5 +147,15 @@ ui: setup
 	INCREMENTAL_END_DATE=$${INCREMENTAL_END_DATE:-$(DEMO_LAST_DAY)} \
 	$(BIN)/dagster dev -h 127.0.0.1 -p 3000
 
+# The local stack's processes (PostgreSQL, Spark, Dagster) are stopped before their state goes.
 clean:
-	rm -rf warehouse sample_lake .dagster_home spark-warehouse .stack
+	@if [ -d $(STACK_DIR) ] && [ -x $(BIN)/python ]; then $(BIN)/python -m deploy.stack down --dir $(STACK_DIR) || true; fi
+	rm -rf warehouse sample_lake .dagster_home spark-warehouse $(STACK_DIR)
+
+# A new resolution of the ranges in pyproject.toml, written to constraints.txt (review its diff).
+constraints: check-prereqs
+	rm -rf .constraints-venv && $(PYTHON) -m venv .constraints-venv
+	.constraints-venv/bin/pip install -q --upgrade pip
+	.constraints-venv/bin/pip install -q -e '.[test,bench,deploy,stack]'
+	{ sed -n '1,3p' constraints.txt; .constraints-venv/bin/pip freeze --exclude-editable; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt && rm -rf .constraints-venv
