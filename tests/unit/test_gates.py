@@ -1,5 +1,6 @@
 """The gates `make test` holds the code to: ruff's checks and the layer contracts of
 pyproject.toml (docs/ARCHITECTURE.md, "Layers"). Each runs the tool as a user would."""
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,3 +22,13 @@ def test_the_layer_contracts_are_kept():
     done = run(str(BIN / "lint-imports"))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr
     assert "5 kept, 0 broken" in done.stdout
+
+
+def test_dagster_dg_loads_the_definitions(tmp_path):
+    """`dg check defs`, the check Dagster's docs lead with, on the project as it is laid out."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INCREMENTAL_")}
+    env["DAGSTER_HOME"] = str(tmp_path)
+    done = subprocess.run([str(BIN / "dg"), "check", "defs"], cwd=REPO, capture_output=True, text=True,
+                          timeout=300, env=env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "All definitions loaded successfully" in done.stdout + done.stderr
