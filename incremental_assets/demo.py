@@ -66,7 +66,12 @@ def main(argv=None) -> int:
 
     lake = Path(args.lake).resolve()
     # Partitions start at start_date when the code location loads: set it before importing it.
+    # The demo's history ends with its last day, and its attributes are as of that day: the runs
+    # record the settings `make ui` shows (it sets the same two).
     os.environ.setdefault("INCREMENTAL_START_DATE", args.start.isoformat())
+    last_day = (args.start + timedelta(days=args.days - 1)).isoformat()
+    os.environ.setdefault("INCREMENTAL_END_DATE", last_day)
+    os.environ.setdefault("INCREMENTAL_ATTRIBUTES_AS_OF", last_day)
     os.environ["INCREMENTAL_SOURCE_PATH"] = str(lake)
     _ensure_lake(lake, start=args.start, days=args.days, events=args.events, seed=args.seed)
 

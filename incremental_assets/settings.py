@@ -61,6 +61,12 @@ def _yaml_declared(text: str, where: str) -> tuple[AttributeDeclaration, ...]:
     return with_defaults(declared.attributes, declared.defaults, where)
 
 
+# What a setting left unset means, as the settings metadata shows it (an empty text read as "no value").
+UNSET_MEANS = {"end_date": "(none: the partitions run to now)",
+               "attributes_as_of": "(none: each run's date)",
+               "attributes_file": "(none: the default attributes only)"}
+
+
 @dataclass(frozen=True)
 class Settings:
     # Snowplow's variable names, without the `snowplow__` prefix.
@@ -214,7 +220,7 @@ class Settings:
                 value = ",".join(value) or "(all)"
             elif isinstance(value, datetime):
                 value = value.isoformat()
-            out[f.name] = "" if value is None else str(value)
+            out[f.name] = UNSET_MEANS.get(f.name, "(none)") if value in (None, "") else str(value)
         return out
 
     # -- construction ---------------------------------------------------------------

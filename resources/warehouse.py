@@ -36,8 +36,8 @@ def _resolved(value: Any) -> Any:
 
 class WarehouseResource(ConfigurableResource):
     """Settings, tables and manifest for one warehouse. A field left empty here takes its value
-    from INCREMENTAL_<NAME> or the default; every materialization's `settings` metadata shows
-    the values its run used."""
+    from the environment variable INCREMENTAL_NAME (the field's name in capitals) or the default;
+    every materialization's `settings` metadata shows the values its run used."""
 
     pyspark: ResourceDependency[SparkResource]
     start_date: Optional[str] = setting("start_date")

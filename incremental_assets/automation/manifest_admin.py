@@ -36,6 +36,6 @@ def manifest_admin(context: OpExecutionContext, config: ManifestAdminConfig, war
 
 @job(name=MANIFEST_ADMIN_JOB,
      description="Operator action on one processing-manifest item: config {action: resolve|skip, "
-                 "item: '<asset>/<partition key>', note: 'why'}.")
+                 "item: 'ASSET/PARTITION_KEY' (e.g. 'base_events/2026-01-05-09:00'), note: 'why'}.")
 def manifest_admin_job():
     manifest_admin()

@@ -94,15 +94,29 @@ def test_daily_aggregates_reads_the_filtered_hours_of_its_day_and_reprocess_days
 
 def test_descriptions_render_as_written_in_the_ui():
     # The UI renders descriptions as Markdown: "<asset>/<partition key>" came out as "(/)".
-    import re
-
     from incremental_assets.definitions import defs
 
     graph = defs.resolve_asset_graph()
     for key in graph.get_all_asset_keys():
         text = graph.get(key).description or ""
-        outside_code = re.sub(r"`[^`]*`", "", text)
-        assert not re.search(r"<[A-Za-z][^>]*>", outside_code), (key, text)
+        assert_renders_as_written(text, key)
+
+
+def assert_renders_as_written(text: str, where) -> None:
+    import re
+
+    outside_code = re.sub(r"`[^`]*`", "", text)
+    assert not re.search(r"<[A-Za-z][^>]*>", outside_code), (where, text)
+
+
+def test_job_and_resource_descriptions_render_as_written_in_the_ui():
+    from incremental_assets.definitions import defs
+
+    for job in defs.resolve_all_job_defs():
+        assert_renders_as_written(job.description or "", job.name)
+    for name, resource in (defs.resources or {}).items():
+        assert_renders_as_written(type(resource).__doc__ or "", name)
+        assert_renders_as_written(getattr(resource, "description", None) or "", name)
 
 
 def test_every_asset_has_a_freshness_policy_so_a_stall_turns_red():

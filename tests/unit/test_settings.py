@@ -116,3 +116,14 @@ def test_the_warehouse_resource_carries_what_the_environment_gives_so_the_ui_sho
     with build_resources({"warehouse": resource, "pyspark": SparkResource(spark_config={})}) as started:
         assert started.warehouse.settings.warehouse == "/data/moved"
         assert started.warehouse.settings.max_hours_per_run == 24
+
+
+def test_the_settings_metadata_says_what_an_unset_setting_means():
+    # An empty text in the UI read as "no value" while the run had one in force.
+    shown = Settings.load(environ={}).describe()
+    assert shown["end_date"] == "(none: the partitions run to now)"
+    assert shown["attributes_as_of"] == "(none: each run's date)"
+    assert shown["attributes_file"] == "(none: the default attributes only)"
+    assert "" not in shown.values()
+    shown = Settings.load(environ={"INCREMENTAL_END_DATE": "2026-01-11", "INCREMENTAL_ATTRIBUTES_AS_OF": "2026-01-11"})
+    assert (shown.describe()["end_date"], shown.describe()["attributes_as_of"]) == ("2026-01-11", "2026-01-11")
