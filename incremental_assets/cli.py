@@ -1,7 +1,8 @@
 """`incremental-assets`: the operator's command line.
 
-Settings come from `INCREMENTAL_*` environment variables; `--warehouse` and `--source`
-are shortcuts for the two most common ones. Errors print one line and exit 2.
+Settings come from `INCREMENTAL_*` environment variables (a `.env` file in the current directory
+applies as it does in the Dagster UI: its values win); `--warehouse` and `--source` are shortcuts
+for the two most common ones. Errors print one line and exit 2.
 
 Commands import what they need when they run: importing the code location reads the
 settings, and a bad setting must come out as one line from `main`, not as an import error.
@@ -13,6 +14,9 @@ import argparse
 import os
 import sys
 from datetime import date, datetime, timezone
+from pathlib import Path
+
+from dotenv import dotenv_values
 
 
 def _parse_ts(text: str) -> datetime:
@@ -286,9 +290,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def apply_env_file(directory: Path) -> list[str]:
+    """The variables of `directory/.env`, set as `dagster dev` sets them for the UI (the file's
+    values win over the environment's); their names."""
+    values = {name: value for name, value in dotenv_values(directory / ".env").items() if value is not None}
+    os.environ.update(values)
+    return sorted(values)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    loaded = apply_env_file(Path.cwd())
+    if loaded:
+        print(f"incremental-assets: loaded {', '.join(loaded)} from {Path.cwd() / '.env'}", file=sys.stderr)
     if args.warehouse:
         os.environ["INCREMENTAL_WAREHOUSE"] = args.warehouse
     if args.source:

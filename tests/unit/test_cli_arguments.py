@@ -1,6 +1,7 @@
 """The command line's arguments: bad values are refused naming the option and what it expects,
 `now` is a time, the global options go before or after the command, and runs need an instance
 the UI can see. None of these start Spark."""
+import os
 from datetime import datetime, timezone
 
 import pytest
@@ -83,3 +84,14 @@ def test_forget_without_an_id_or_with_an_empty_one_says_what_it_needs(capsys):
 def test_forget_takes_ids_of_both_kinds_repeated():
     args = parse("forget", "--domain-userid", "a", "--domain-userid", "b", "--user-id", "c", "--dry-run")
     assert (args.domain_userid, args.user_id, args.dry_run) == (["a", "b"], ["c"], True)
+
+
+def test_a_dot_env_in_the_current_directory_applies_as_in_the_ui(tmp_path, monkeypatch, capsys):
+    (tmp_path / ".env").write_text("INCREMENTAL_MAX_SESSION_DAYS=0\n# a comment\nOTHER_NAME='x y'\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(os, "environ", {**os.environ, "INCREMENTAL_MAX_SESSION_DAYS": "3"})
+    assert cli.main(["limits"]) == 2
+    err = capsys.readouterr().err
+    assert f"loaded INCREMENTAL_MAX_SESSION_DAYS, OTHER_NAME from {tmp_path / '.env'}" in err
+    assert "settings error: max_session_days=0" in err, err
+    assert os.environ["OTHER_NAME"] == "x y"
