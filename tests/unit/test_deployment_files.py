@@ -51,6 +51,9 @@ def test_production_instance_yaml_follows_dagster_schema():
     assert custom_class is None
     assert config["run_coordinator"]["class"] == "QueuedRunCoordinator"
     assert config["storage"]["custom"]["module"] == "resources.postgres_storage"
+    # A sensor ticking every minute is not kept forever.
+    assert config["retention"]["sensor"]["purge_after_days"] == {"skipped": 7, "success": 30, "failure": 90,
+                                                                  "started": 30}
 
 
 def test_every_writer_of_the_warehouse_takes_the_hourly_pool():
