@@ -75,6 +75,13 @@ REASON_TAG = "incremental/reason"
 APP_IDS_TAG = "incremental/app_ids"  # a catch-up run's app ids (planning.app_units); absent: every app
 PRIORITY_TAG = "dagster/priority"  # the run queue starts higher priorities first (default 0)
 CATCH_UP_PRIORITY = "-1"  # catch-up runs wait behind the runs of every app
+# Dagster's own: who launched a run (the UI's "Launched by"), and a run's maximum runtime in
+# seconds (0: none) that run monitoring enforces.
+USER_TAG = "user"
+MAX_RUNTIME_TAG = "dagster/max_runtime"
+# The host and pid of a process that executes runs in itself (the CLI, the demo): what run
+# monitoring checks instead of a launcher's worker.
+WORKER_TAG = "incremental/worker"
 APPLIED_PLAN_TAG = "incremental/plan_id"  # the plan (`incremental-assets plan`) a run carries out
 AS_OF_TAG = "incremental/attributes_as_of"  # the day attributes are computed as of
 # A late-days plan tags its daily runs, so attributes can wait for all of them.

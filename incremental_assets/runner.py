@@ -15,8 +15,10 @@ sensors' runs, and the sensors then rebuild the days those runs touch and attrib
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
+import socket
 import sys
 import time
 from dataclasses import dataclass, field
@@ -50,11 +52,14 @@ from incremental_assets.names import (
     DAILY_AGGREGATES,
     DAILY_JOB,
     HOURLY_JOB,
+    MAX_RUNTIME_TAG,
     RANGE_END_TAG,
     RANGE_START_TAG,
     REASON_TAG,
     RUN_LIMITS_TAG,
     RUN_STATE_TAG,
+    USER_TAG,
+    WORKER_TAG,
 )
 from incremental_assets.planning.hours import HOUR, contiguous_ranges, day_key, hour_keys
 from incremental_assets.planning.late_days import LateDaysPlan
@@ -165,6 +170,16 @@ def submit_job(job_name: str, *, instance, tags: dict[str, str] | None = None,
     return JobRun(job_name, run.run_id, True, submitted=True)
 
 
+def in_process_tags() -> dict[str, str]:
+    """What a run executed in this process says of it: who launched it from where (the UI's
+    "Launched by"), the process run monitoring checks instead of a launcher's worker, and no
+    maximum runtime: a long backfill from the command line is normal, and monitoring fails the
+    run when this process is gone, never while it still writes."""
+    host, program = socket.gethostname(), Path(sys.argv[0]).stem or "python"
+    return {USER_TAG: f"{getpass.getuser()}@{host} ({program}, pid {os.getpid()})",
+            WORKER_TAG: json.dumps({"host": host, "pid": os.getpid()}), MAX_RUNTIME_TAG: "0"}
+
+
 def execute_with_origin(job_name: str, instance, *, tags: dict[str, str], run_config: dict):
     """Execute the job in this process as a run that belongs to the code location, as if the
     webserver had launched it: the UI lists it under its job and on the timeline, and can
@@ -180,7 +195,8 @@ def execute_with_origin(job_name: str, instance, *, tags: dict[str, str], run_co
                              working_directory=str(PROJECT_ROOT)),
         location_name=CODE_LOCATION)
     origin = RemoteJobOrigin(RemoteRepositoryOrigin(location, defs.get_repository_def().name), job_name)
-    run = instance.create_run_for_job(job_def=job, run_config=run_config, tags={**job.run_tags, **tags},
+    run = instance.create_run_for_job(job_def=job, run_config=run_config,
+                                      tags={**job.run_tags, **in_process_tags(), **tags},
                                       remote_job_origin=origin, job_code_origin=recon_job.get_python_origin())
     return execute_run(recon_job, run, instance, raise_on_error=False)
 

@@ -421,6 +421,17 @@ def claiming_process() -> dict:
     return {"host": socket.gethostname(), "pid": os.getpid()}
 
 
+def _writer_alive_elsewhere(lock: Record) -> bool:
+    """The lock's process runs on this host, is not this process, and still exists: it may
+    still be writing, whatever Dagster says of its run (run monitoring can cancel a run while
+    the process that executes it in itself goes on). This process's own locks go by the run's
+    status: its runs are over when they return."""
+    payload = lock.payload or {}
+    if payload.get("host") != socket.gethostname() or not payload.get("pid") or int(payload["pid"]) == os.getpid():
+        return False
+    return _process_gone(lock) is None
+
+
 def _process_gone(lock: Record) -> str | None:
     """The lock's process ran on this host and no longer exists (killed, crashed)."""
     payload = lock.payload or {}
@@ -438,11 +449,14 @@ def _process_gone(lock: Record) -> str | None:
 def abandoned_lock_check(instance, max_lock_age_hours: float, now: datetime | None = None) -> RunFinishedCheck:
     """Why a lock's run no longer holds it; None while it may still be running.
 
-    Abandoned: the Dagster instance reports the run finished (failed, canceled, ...), or the
-    claiming process on this host is gone (a killed in-process run stays STARTED in Dagster),
+    Never while the claiming process, on this host, still exists (another process's run
+    canceled by run monitoring may still write). Abandoned: the Dagster instance reports the
+    run finished (failed, canceled, ...), or the claiming process on this host is gone (a killed in-process run stays STARTED in Dagster),
     or the run is unknown to this instance and the lock is older than max_lock_age_hours.
     """
     def check(lock: Record) -> str | None:
+        if _writer_alive_elsewhere(lock):
+            return None
         run = instance.get_run_by_id(lock.run_id) if instance is not None else None
         if run is not None and run.is_finished:
             return f"run {lock.run_id} finished with status {run.status.value}"

@@ -5,13 +5,13 @@ process was killed stays STARTED until its maximum run time, and the hourly sens
 all that time.
 
 A run's worker reports its pid in the run's first engine events; the worker is alive while a
-process with that pid exists on this host. That says something only of a run this launcher
-started through a code server on this host (the daemon beside it): a run executed in a
-process of its own (`incremental-assets run`, `dagster job execute`), perhaps on another
-host, or started by a code server elsewhere, has a pid this host cannot judge, and is left
-to the run's maximum runtime (a false FAILED would let the next run take its locks while it
-still writes). Launchers of container platforms (Docker, Kubernetes, ECS) check their workers
-themselves.
+process with that pid exists on this host. A run the product executes in a process of its own
+(`incremental-assets run`, the demo) names that process in its `incremental/worker` tag, and
+is checked the same way when the process runs on this host. Any other run (`dagster job
+execute`, a CLI on another host, a code server elsewhere) has a pid this host cannot judge,
+and is left to the run's maximum runtime (a false FAILED would let the next run take its locks
+while it still writes). Launchers of container platforms (Docker, Kubernetes, ECS) check their
+workers themselves.
 """
 
 import json
@@ -22,6 +22,8 @@ from dagster import DagsterEventType
 from dagster._core.launcher import DefaultRunLauncher  # not exported at top level
 from dagster._core.launcher.base import CheckRunHealthResult, WorkerStatus
 from dagster._core.storage.tags import GRPC_INFO_TAG  # where the launcher records the code server
+
+from incremental_assets.names import WORKER_TAG
 
 # How a code server on this host is addressed.
 _LOOPBACK_NAMES = {"localhost", "127.0.0.1", "::1"}
@@ -36,16 +38,33 @@ def run_worker_pid(instance, run_id: str) -> int | None:
     return None
 
 
+def _on_this_host(host: str | None) -> bool:
+    return host is None or host in _LOOPBACK_NAMES or host in (socket.gethostname(), socket.getfqdn())
+
+
 def worker_on_this_host(run) -> str | None:
-    """None when the run's worker was started by a code server on this host through the
-    launcher; else why its pid cannot be checked here."""
+    """None when the run's worker runs on this host (started by a code server here through the
+    launcher, or a process that executes the run in itself); else why its pid cannot be checked."""
+    worker = run.tags.get(WORKER_TAG)
+    if worker:
+        host = json.loads(worker).get("host")
+        return None if host and _on_this_host(host) else f"it is executed by a process on {host}, not on this host"
     info = run.tags.get(GRPC_INFO_TAG)
     if not info:
         return "it was not launched through the instance's run launcher (executed in a process of its own)"
     host = json.loads(info).get("host")
-    if host is None or host in _LOOPBACK_NAMES or host in (socket.gethostname(), socket.getfqdn()):
+    if _on_this_host(host):
         return None
     return f"its code server runs on {host}, not on this host ({socket.gethostname()})"
+
+
+def worker_pid(instance, run) -> int | None:
+    """The pid of the process executing the run: the one its tag names, else the one the
+    launcher's worker reported (None before it has)."""
+    worker = run.tags.get(WORKER_TAG)
+    if worker:
+        return int(json.loads(worker)["pid"])
+    return run_worker_pid(instance, run.run_id)
 
 
 def process_exists(pid: int) -> bool:
@@ -70,7 +89,7 @@ class LocalProcessRunLauncher(DefaultRunLauncher):
         if elsewhere:  # run monitoring fails a run on anything but RUNNING
             return CheckRunHealthResult(WorkerStatus.RUNNING, f"not checked: {elsewhere}; its maximum runtime "
                                         "still applies")
-        pid = run_worker_pid(self._instance, run.run_id)
+        pid = worker_pid(self._instance, run)
         if pid is None:  # not started yet: run monitoring's start timeout covers a run that never does
             return CheckRunHealthResult(WorkerStatus.RUNNING, "the run worker has not reported its pid yet")
         if process_exists(pid):

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import threading
+import types
 
 import pytest
 
@@ -117,6 +118,39 @@ def test_a_lock_whose_process_is_gone_counts_as_abandoned(store):
     assert "is gone" in check(lock)
     alive = dataclasses.replace(lock, payload={"host": socket.gethostname(), "pid": os.getpid()})
     assert check(alive) is None
+
+
+class _RunsOf:
+    """A Dagster instance as the lock check sees it: every run finished with `status`."""
+
+    def __init__(self, status: str):
+        self.status = status
+
+    def get_run_by_id(self, run_id):
+        return types.SimpleNamespace(is_finished=True, status=types.SimpleNamespace(value=self.status))
+
+
+def test_a_lock_whose_writer_lives_is_held_though_monitoring_canceled_its_run(store):
+    """Run monitoring cancels a run past its maximum runtime; a process that executes the run
+    in itself (the CLI) goes on writing. Its locks hold while it lives, and go once it is gone."""
+    import socket
+
+    writer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        store.claim(ITEMS[:1], application="base_events", run_id="long-cli-run", run_finished=never_finished,
+                    payload={"host": socket.gethostname(), "pid": writer.pid})
+        lock = store.states()[ITEMS[0]].open_lock
+        check = abandoned_lock_check(instance=_RunsOf("CANCELED"), max_lock_age_hours=6)
+        assert check(lock) is None
+        with pytest.raises(ItemLockedError):
+            store.claim(ITEMS[:1], application="base_events", run_id="next", run_finished=check)
+    finally:
+        writer.kill()
+        writer.wait()
+    assert "finished with status CANCELED" in check(lock)
+    # This process's own runs are over when they return: their status decides.
+    own = dataclasses.replace(lock, payload={"host": socket.gethostname(), "pid": os.getpid()})
+    assert "finished with status CANCELED" in check(own)
 
 
 def test_skip_is_final(store):
