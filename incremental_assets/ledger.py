@@ -8,6 +8,8 @@ never ran. Every plan covers every such day, whatever hour touched it (docs/rule
 - otherwise seed 001's rule on its unaccounted rows: rebuilt when one is on time or when its
   pending plus late rows reach min_rows_to_process, else they become pending.
 A rebuild writes the day's ledger rows after daily_aggregates: the completion marker.
+An event day an operator skipped is never planned: its unaccounted rows are added to its
+pending rows (negative when a rerun removed rows it had aggregated), so it stalls no range.
 
 Invariant once a plan is carried out: for every pair, aggregated + pending = filtered.
 """
@@ -22,11 +24,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
-from incremental_assets.names import ATTRIBUTES, DAY_LEDGER, FILTERED_COUNTS, USERS_TO_REFRESH
+from incremental_assets.names import ATTRIBUTES, DAILY_AGGREGATES, DAY_LEDGER, FILTERED_COUNTS, USERS_TO_REFRESH
 from incremental_assets.planning.attribute_declarations import VERSIONS_COLUMN
 from incremental_assets.planning.default_attributes import held_attribute_keys
+from incremental_assets.planning.hours import parse_day_key
 from incremental_assets.planning.late_days import LateDaysPlan, conservation_check, days_to_process
+from incremental_assets.planning.processing_manifest import ItemStatus
 from incremental_assets.settings import Settings
+from resources.manifest import ManifestStore
+from resources.manifest_items import split_item_id
 from resources.tables import append_arrow, read_delta_arrow
 
 Pair = tuple[date, date]  # (event day, load day)
@@ -91,16 +97,30 @@ class DailyLedger:
         return days
 
     @functools.cached_property
+    def skipped_days(self) -> set[date]:
+        """The event days an operator skipped (never rebuilt again), from the manifest."""
+        return skipped_event_days(self.settings)
+
+    @functools.cached_property
     def content_changed_days(self) -> set[date]:
         """Event days with a fully aggregated (event day, load day) pair whose filtered rows hold
-        other content than the rebuild aggregated, at the same count (rules 6): they are rebuilt.
-        Pairs with pending rows, or written before digests were kept, are compared by count only."""
+        other content than the rebuild aggregated, at the same count (rules 6): they are rebuilt,
+        unless skipped. Pairs with pending rows, or written before digests were kept, are compared
+        by count only."""
         filtered = _digests(self.counts, "rows", "rows_digest")
         aggregated = _digests(self.ledger, "rows_aggregated", "digest_aggregated")
         _, _, pending = self.state
-        return {pair[0] for pair, (rows, digest) in filtered.items()
-                if pair in aggregated and not pending.get(pair) and aggregated[pair][0] == rows
-                and digest is not None and aggregated[pair][1] is not None and aggregated[pair][1] != digest}
+        changed = {pair[0] for pair, (rows, digest) in filtered.items()
+                   if pair in aggregated and not pending.get(pair) and aggregated[pair][0] == rows
+                   and digest is not None and aggregated[pair][1] is not None and aggregated[pair][1] != digest}
+        return changed - self.skipped_days if changed else changed
+
+
+def skipped_event_days(settings: Settings) -> set[date]:
+    """The event days whose daily_aggregates item an operator skipped."""
+    return {parse_day_key(key) for item, state in ManifestStore.of(settings).unsettled_states().items()
+            for asset, key in [split_item_id(item)]
+            if asset == DAILY_AGGREGATES and key and state.status is ItemStatus.SKIPPED}
 
 
 def ledger_state(settings: Settings) -> tuple[dict[Pair, int], dict[Pair, int], dict[Pair, int]]:
@@ -124,23 +144,28 @@ def late_days(settings: Settings, ledger: DailyLedger | None = None) -> tuple[La
     """The event days to rebuild now, and the rows that become pending (nothing is written:
     `plan_late_days` records them; a plan shown before it runs does not)."""
     ledger = ledger or DailyLedger(settings)
-    open_rows = {(day, load_day): n for (day, load_day), n in ledger.unaccounted.items()
-                 if day >= settings.start_date.date()}
+    first_day = settings.start_date.date()
+    skipped = ledger.skipped_days
+    open_rows = {pair: n for pair, n in ledger.unaccounted.items() if pair[0] >= first_day}
+    # A skipped day is never rebuilt: whatever changed in its rows is held back with its pending ones.
+    held = {pair: n for pair, n in open_rows.items() if pair[0] in skipped}
+    open_rows = {pair: n for pair, n in open_rows.items() if pair not in held}
     # Rebuilt whatever seed 001 says: a day with fewer rows than accounted for (a rerun removed
     # some), or with other content at the same count (rows corrected in place).
     must_rebuild = {day for (day, _), n in open_rows.items() if n < 0}
-    must_rebuild |= {day for day in ledger.content_changed_days if day >= settings.start_date.date()}
+    must_rebuild |= {day for day in ledger.content_changed_days if day >= first_day}
     _, _, pending = ledger.state
     pending_by_day: dict[date, int] = {}
     for (day, _), n in pending.items():
-        pending_by_day[day] = pending_by_day.get(day, 0) + n
+        if day not in skipped:  # a skipped day's pending rows may be negative: they wait for nothing
+            pending_by_day[day] = pending_by_day.get(day, 0) + n
     grown = {pair: n for pair, n in open_rows.items() if pair[0] not in must_rebuild}
     plan = days_to_process(grown, {d: n for d, n in pending_by_day.items() if n},
                            reprocess_days=settings.reprocess_days, min_rows_to_process=settings.min_rows_to_process,
-                           start_date=settings.start_date.date())
+                           start_date=first_day)
     days = sorted(set(plan.days) | must_rebuild)
     return (LateDaysPlan(days=days, skipped={d: n for d, n in plan.skipped.items() if d not in must_rebuild}),
-            {pair: n for pair, n in grown.items() if pair[0] not in days})
+            {**{pair: n for pair, n in grown.items() if pair[0] not in days}, **held})
 
 
 def record_pending(settings: Settings, new_pending: dict[Pair, int]) -> None:

@@ -6,6 +6,8 @@ not the definitions (`partitions.py` builds those from these), and a command tha
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from incremental_assets.settings import Settings
 
 LOAD_SETTINGS = Settings.load()
@@ -14,3 +16,6 @@ PARTITIONS_START = LOAD_SETTINGS.start_date.replace(minute=0, second=0, microsec
 # Where the partitions end: the day after end_date when it is set (a finished history, the demo:
 # the UI then shows the hours that can hold data, not every hour until today), else None (now).
 PARTITIONS_END = LOAD_SETTINGS.end_hour
+# Where the event days end (excluded): the day after end_date's, whose events the last load
+# hours may hold (a derived time up to 24 h after the load is valid); None (today) without it.
+EVENT_DAYS_END = PARTITIONS_END + timedelta(days=1) if PARTITIONS_END else None

@@ -20,7 +20,7 @@ from dagster import (
     TimeWindowPartitionMapping,
 )
 
-from incremental_assets.partition_bounds import LOAD_SETTINGS, PARTITIONS_END, PARTITIONS_START
+from incremental_assets.partition_bounds import EVENT_DAYS_END, LOAD_SETTINGS, PARTITIONS_END, PARTITIONS_START
 from incremental_assets.planning.hours import DAY_KEY_FORMAT, HOUR_KEY_FORMAT
 
 # The project relies on a few beta or preview Dagster features on purpose; their warnings would
@@ -39,9 +39,10 @@ _START, _END = PARTITIONS_START, PARTITIONS_END  # see partition_bounds
 hourly_partitions = HourlyPartitionsDefinition(start_date=_START.strftime(HOUR_KEY_FORMAT),
                                                end_date=_END.strftime(HOUR_KEY_FORMAT) if _END else None)
 # Today's event day is included (end_offset=1): its events are aggregated as they arrive. An
-# event's day is never after its load day, so the days end with the hours.
+# event's day may follow its load day (a derived time up to 24 h after the load is valid), so
+# with end_date the days end a day after the hours.
 daily_partitions = DailyPartitionsDefinition(start_date=_START.strftime(DAY_KEY_FORMAT), end_offset=1,
-                                             end_date=_END.strftime(DAY_KEY_FORMAT) if _END else None)
+                                             end_date=EVENT_DAYS_END.strftime(DAY_KEY_FORMAT) if EVENT_DAYS_END else None)
 
 # A backfill from the UI runs the hourly assets in runs of at most max_hours_per_run load hours,
 # as the sensor, `incremental-assets run` and `backfill` cut them: a run holds its hours' rows.

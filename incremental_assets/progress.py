@@ -377,9 +377,10 @@ def backfill_hours(settings: Settings, first: date, last: date, now: datetime) -
 
 
 def last_event_day(settings: Settings, now: datetime) -> date:
-    """The last event day a daily partition exists for: today, or the partitions' end's day."""
+    """The last event day a daily partition exists for: today, or the day after the last load
+    day (its last hours may hold events derived up to 24 h after their load)."""
     end = end_load_hour(settings)
-    return min(now.date(), (end - HOUR).date()) if end else now.date()
+    return min(now.date(), end.date()) if end else now.date()
 
 
 def plan_load_hours(settings: Settings, *, now: datetime, manifest: ManifestStore,

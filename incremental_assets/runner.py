@@ -43,6 +43,7 @@ from incremental_assets.ledger import (
     days_loaded_between,
     declared_attributes_changed,
     plan_late_days,
+    skipped_event_days,
     users_queued,
 )
 from incremental_assets.names import (
@@ -313,6 +314,11 @@ def late_days_and_attributes(settings: Settings, *, instance, report: RunReport,
         echo("  late rows pending (below min_rows_to_process): "
              + ", ".join(f"{d}: {n}" for d, n in sorted(late.skipped.items())))
     days = set(late.days) | set(also)
+    skipped = days & skipped_event_days(settings) if also else set()  # the plan leaves them out already
+    if skipped:
+        echo(f"  daily_aggregates not run for {len(skipped)} event day(s) an operator skipped: "
+             + ", ".join(str(d) for d in sorted(skipped)))
+        days -= skipped
     blocked = fail_locked_days(settings, days)
     if blocked:
         echo(f"  daily_aggregates not run for {len(blocked)} fail-locked event day(s): resolve "

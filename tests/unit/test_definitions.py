@@ -51,18 +51,24 @@ def test_sensors_and_schedules_start_only_where_automation_running_says(setting,
 
 
 PARTITION_ENDS = """
-from incremental_assets.partitions import daily_partitions, hourly_partitions
-print(hourly_partitions.get_last_partition_key(), daily_partitions.get_last_partition_key())
+from datetime import datetime, timezone
+from incremental_assets.partitions import LOAD_SETTINGS, daily_partitions, hourly_partitions
+from incremental_assets.progress import last_event_day
+print(hourly_partitions.get_last_partition_key(), daily_partitions.get_last_partition_key(),
+      last_event_day(LOAD_SETTINGS, datetime(2027, 1, 1, tzinfo=timezone.utc)))
 """
 
 
-def test_the_partitions_end_with_end_date_when_it_is_set():
+def test_the_load_hours_end_with_end_date_and_the_event_days_the_day_after():
+    # An event of end_date's last load hour may be derived up to 24 h after its load: its event
+    # day, the day after end_date, must be a daily partition for the late-days plan and a
+    # backfill to rebuild it.
     env = {k: v for k, v in os.environ.items() if not k.startswith("INCREMENTAL_")}
     env.update(INCREMENTAL_START_DATE="2026-01-05", INCREMENTAL_END_DATE="2026-01-11")
     done = subprocess.run([sys.executable, "-c", PARTITION_ENDS], env=env, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["2026-01-11-23:00", "2026-01-11"]
+    assert done.stdout.split() == ["2026-01-11-23:00", "2026-01-12", "2026-01-12"]
 
 
 def test_a_ui_backfill_runs_the_hourly_assets_max_hours_per_run_hours_a_run():
