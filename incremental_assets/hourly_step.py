@@ -104,6 +104,7 @@ class HourlyResults:
     refiltered: tuple[str, ...]  # append ids of the queue rows the filtered write takes off
     counts_range: tuple[datetime, datetime | None]  # load hours whose filtered counts are recomputed (None: on)
     few_rows: bool  # the window's kept rows are few enough to broadcast their ids (the check)
+    read_at: datetime  # when it read the skipped hours: its ledger rows' processed_at
     revived: tuple[datetime, ...] = ()  # later load hours whose copies are decided again: run again
     app_ids: tuple[str, ...] | None = None  # a catch-up run's apps (None: every app's rows of the window)
     materialized: list[DataFrame] = field(default_factory=list)  # released once written
@@ -168,6 +169,9 @@ def _compute(warehouse: WarehouseResource, start: datetime, end: datetime, app_i
     rows = read_source(tables, settings.source, start, end, version=snapshot.version if snapshot else None,
                        partition_days=snapshot.partition_days if snapshot else None)
     # Read as if the source never held them (rules 1): erased users' rows, skipped hours' rows.
+    # A skip recorded after `read_at` is one this run did not see: its ledger rows carry this
+    # time, not their own, so the hour runs again (planning.reconcile.skipped_hours_run_again).
+    read_at = datetime.now(timezone.utc)
     rows = without_erased(rows, erased_ids(settings))
     rows = without_load_hours(rows, [hour for hour in skipped_hours(settings) if start <= hour < end])
     validated = validate(rows, days_late_allowed=settings.days_late_allowed,
@@ -288,7 +292,7 @@ def _compute(warehouse: WarehouseResource, start: datetime, end: datetime, app_i
         to_refilter=to_refilter,
         refiltered=tuple(sorted({r.append_id for r in queued.select("append_id").distinct().collect()}
                                 | ({append_id} if changed else set()))),
-        counts_range=counts_range, few_rows=few_ids, revived=revived,
+        counts_range=counts_range, few_rows=few_ids, read_at=read_at, revived=revived,
         materialized=materialized.frames,
         facts={"scan_from": scan_from.isoformat(), "wide_rows_held_as": "files" if wide_files else "checkpoints",
                "copies_dominated": len(dominated_ids),
@@ -367,12 +371,11 @@ def hours_to_run_again(warehouse: WarehouseResource, results: HourlyResults, run
 
 def processed_hours(warehouse: WarehouseResource, results: HourlyResults, run_id: str,
                     app_ids_before: dict[datetime, frozenset[str] | None]) -> DataFrame:
-    """The ledger rows of the window's hours: what each was processed from, when, and for which
-    app ids (with `app_ids` set: all of them, or after a catch-up run the ones each hour held
+    """The ledger rows of the window's hours: what each was processed from, when it was read, and
+    for which app ids (with `app_ids` set: all of them, or after a catch-up run the ones each hour held
     before (`app_ids_before`), with the run's added and its removed taken off; null: every app)."""
     settings = warehouse.settings
     fingerprints = results.snapshot.fingerprints if results.snapshot else {}
-    now = datetime.now(timezone.utc)
     version = results.snapshot.version if results.snapshot else None
     declared = frozenset(settings.app_ids)
 
@@ -383,6 +386,6 @@ def processed_hours(warehouse: WarehouseResource, results: HourlyResults, run_id
             return joined(declared)
         return joined(((app_ids_before.get(hour) or frozenset()) | set(results.app_ids)) & declared)
 
-    rows = [(hour, fingerprints.get(hour, ""), settings.rules_digest(), now, run_id, version, apps(hour))
+    rows = [(hour, fingerprints.get(hour, ""), settings.rules_digest(), results.read_at, run_id, version, apps(hour))
             for hour in hours_between(results.start, results.end)]
     return warehouse.spark.createDataFrame(rows, LEDGER_SCHEMA)

@@ -84,6 +84,10 @@ MAX_RUNTIME_TAG = "dagster/max_runtime"
 WORKER_TAG = "incremental/worker"
 APPLIED_PLAN_TAG = "incremental/plan_id"  # the plan (`incremental-assets plan`) a run carries out
 AS_OF_TAG = "incremental/attributes_as_of"  # the day attributes are computed as of
+# The hourly sensor's launch (its run key without the attempt) and when it requested the run:
+# a launch whose runs failed before claiming anything is launched again (automation.hourly_sensor).
+LAUNCH_TAG = "incremental/launch"
+REQUESTED_AT_TAG = "incremental/requested_at"
 # A late-days plan tags its daily runs, so attributes can wait for all of them.
 PLAN_TAG = "incremental/late_days_plan"
 PLAN_RUNS_TAG = "incremental/late_days_runs"

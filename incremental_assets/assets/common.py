@@ -11,6 +11,7 @@ from dagster import FreshnessPolicy, MetadataValue, TableColumn, TableRecord, Ta
 from incremental_assets.names import RUN_LIMITS_TAG, RUN_STATE_TAG
 from incremental_assets.partitions import LOAD_SETTINGS
 from incremental_assets.settings import Settings
+from incremental_assets.transforms.erasure import ID_COLUMNS
 from resources.warehouse import WarehouseResource
 
 
@@ -106,13 +107,17 @@ def schema_metadata(df, descriptions: dict[str, str] | None = None) -> dict[str,
 
 
 PREVIEW_ROWS = 20
+# Dagster's event log keeps metadata for good and `forget` cannot erase it: a preview leaves out
+# every column that names a user or their session.
+NOT_PREVIEWED = frozenset({*ID_COLUMNS, "domain_sessionid", "network_userid"})
 
 
 def preview_metadata(df) -> dict[str, Any]:
-    """The first rows of a (small) DataFrame as a table in the materialization."""
+    """The first rows of a (small) DataFrame as a table in the materialization, without ids."""
+    shown = df.select(*[name for name in df.columns if name not in NOT_PREVIEWED])
     rows = [TableRecord({k: (v if isinstance(v, (int, float, bool)) or v is None else str(v))
-                         for k, v in row.asDict().items()}) for row in df.limit(PREVIEW_ROWS).collect()]
-    return {"preview": MetadataValue.table(rows, schema=TableSchema(columns=_columns(df)))}
+                         for k, v in row.asDict().items()}) for row in shown.limit(PREVIEW_ROWS).collect()]
+    return {"preview": MetadataValue.table(rows, schema=TableSchema(columns=_columns(shown)))}
 
 
 def _columns(df) -> list[TableColumn]:

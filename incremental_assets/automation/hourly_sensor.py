@@ -8,11 +8,12 @@ truth is the ledger of processed hours, so the sensor keeps no cursor.
 
 import hashlib
 import os
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from dagster import (
     AssetKey,
     AssetObservation,
+    DagsterRun,
     DagsterRunStatus,
     MetadataValue,
     RunRequest,
@@ -33,9 +34,11 @@ from incremental_assets.names import (
     APPLIED_PLAN_TAG,
     DATA_VERSION_TAG,
     HOURLY_ASSETS,
+    LAUNCH_TAG,
     RANGE_END_TAG,
     RANGE_START_TAG,
     REASON_TAG,
+    REQUESTED_AT_TAG,
     RUN_KEY_TAG,
     RUN_LIMITS_TAG,
     RUN_STATE_TAG,
@@ -55,6 +58,9 @@ from resources.warehouse import WarehouseResource
 HOURLY_KEYS = frozenset(AssetKey(name) for name in HOURLY_ASSETS)
 UNFINISHED = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
               DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
+ENDED_UNSUCCESSFULLY = frozenset({DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED})
+# A launch that keeps failing before its claim is launched again at most this seldom.
+RELAUNCH_WAIT_MAX = timedelta(hours=1)
 
 # An ISO time the sensor takes as "now" instead of the system clock: for tests and rehearsals of
 # the daemon on past data. Unset in production.
@@ -100,11 +106,20 @@ def hourly_run_request(warehouse: WarehouseResource, *, now: datetime, instance)
     fingerprints = "".join(snapshot.fingerprints.get(hour, "") for hour in hours_between(start, end))
     data = hashlib.sha1(fingerprints.encode()).hexdigest()[:12]
     apps = "" if app_ids is None else f" apps-{','.join(app_ids)}"
-    run_key = f"hourly {first}...{last}{apps} data-{data} manifest-v{manifest.version()}"
-    if instance.get_run_ids(filters=RunsFilter(tags={RUN_KEY_TAG: run_key}), limit=1):
+    launch = f"hourly {first}...{last}{apps} data-{data} manifest-v{manifest.version()}"
+    earlier = earlier_runs(instance, launch)
+    if any(run.status not in ENDED_UNSUCCESSFULLY for run in earlier):
         return SensorResult(skip_reason=SkipReason(
             f"load hours {first} .. {last} were already launched with this data and manifest "
-            f"(run key {run_key!r}); waiting for new data or a manifest change"))
+            f"(run key {launch!r}); waiting for new data or a manifest change"))
+    # Every earlier run failed before its claim (a claim changes the manifest, so the launch):
+    # launched again under a new run key, which Dagster does not drop, once the wait is over.
+    again_at = relaunch_at([requested_at(run) for run in earlier], LOAD_SETTINGS.sensor_interval_seconds)
+    if again_at is not None and now < again_at:
+        return SensorResult(skip_reason=SkipReason(
+            f"load hours {first} .. {last} failed {len(earlier)} time(s) before claiming anything with this "
+            f"data and manifest (last run {earlier[0].run_id}); launched again from {again_at:%Y-%m-%d %H:%M:%S}"))
+    run_key = launch if not earlier else f"{launch} attempt-{len(earlier) + 1}"
     # The run carries out the first range of a plan, recorded as `incremental-assets plan` records
     # its own: its id on the run names every hour and day due with why, and the estimate.
     shown = due_plan(settings, now, manifest=manifest, snapshot=snapshot, due=plan)
@@ -114,9 +129,35 @@ def hourly_run_request(warehouse: WarehouseResource, *, now: datetime, instance)
         RUN_LIMITS_TAG: plan.limits(start, end).describe(),
         REASON_TAG: plan.reason() if app_ids is None else f"catching up: {plan.catch_up.runs[0].describe()}",
         SOURCE_VERSION_TAG: str(snapshot.version), APPLIED_PLAN_TAG: shown.plan_id, **catch_up_tags(app_ids),
+        LAUNCH_TAG: launch, REQUESTED_AT_TAG: now.isoformat(),
     })], asset_events=[*source_observations(snapshot, [*hours_between(start, end), *plan.hours.due,
                                                        *plan.hours.deferred, *plan.hours.waiting]),
                        plan_observation(shown)])
+
+
+def earlier_runs(instance, launch: str) -> list[DagsterRun]:
+    """The runs of a launch, newest first: tagged with it, or (launched before the tag) keyed by it."""
+    runs = {run.run_id: run for tags in ({LAUNCH_TAG: launch}, {RUN_KEY_TAG: launch})
+            for run in instance.get_runs(filters=RunsFilter(tags=tags), limit=100)}
+    return sorted(runs.values(), key=lambda run: requested_at(run) or datetime.min.replace(tzinfo=timezone.utc),
+                  reverse=True)
+
+
+def requested_at(run: DagsterRun) -> datetime | None:
+    """When the sensor requested the run (None: before runs carried the time)."""
+    at = run.tags.get(REQUESTED_AT_TAG)
+    return datetime.fromisoformat(at) if at else None
+
+
+def relaunch_at(failed: list[datetime | None], interval_seconds: int) -> datetime | None:
+    """When a launch whose runs all failed before their claim (`failed`: when each was requested)
+    may go again: a sensor interval after the last request, doubled with each failure, at most
+    RELAUNCH_WAIT_MAX; None: at once (never failed, or requested before runs carried the time)."""
+    times = [at for at in failed if at is not None]
+    if not times:
+        return None
+    wait = min(timedelta(seconds=interval_seconds) * 2 ** (len(failed) - 1), RELAUNCH_WAIT_MAX)
+    return max(times) + wait
 
 
 def source_observations(snapshot, hours: list[datetime]) -> list[AssetObservation]:

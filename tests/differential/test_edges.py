@@ -270,6 +270,43 @@ def test_an_hour_skipped_after_a_failed_run_wrote_part_of_it_leaves_nothing_of_i
                        "an hour skipped after a partial write vs the documented rules without its rows")
 
 
+def test_an_hour_skipped_while_its_run_writes_its_ledger_runs_again_as_empty(spark, instance, tmp_path,
+                                                                             monkeypatch):
+    """The operator skips an hour while the run that read it with its rows has written its tables
+    and not yet its hour-ledger rows: the ledger must not record the hour as processed after the
+    skip, or it never runs again as empty and its rows stay."""
+    from incremental_assets import runner
+    from incremental_assets.assets import hourly as hourly_asset
+    from incremental_assets.operations import skip_item
+    from incremental_assets.settings import Settings
+    from tests.differential.test_differential import hour_item
+
+    rows = hostile.midnight_sessions() + hostile.login_later()
+    skipped = at(1, 23)
+    source, warehouse = str(tmp_path / "events"), tmp_path / "incremental"
+    use(monkeypatch, source, warehouse)
+    hostile.write_source(source, rows)
+    assert runner.run_until(at(1, 12), instance=instance, echo=quiet).success
+
+    real, skips = hourly_asset.processed_hours, []
+
+    def skipped_before_the_ledger(warehouse_resource, results, run_id, app_ids_before):
+        if results.start <= skipped < results.end and not skips:
+            skips.append(skip_item(Settings.load(), hour_item(skipped), note="bad file"))
+        return real(warehouse_resource, results, run_id, app_ids_before)
+
+    with monkeypatch.context() as m:
+        m.setattr(hourly_asset, "processed_hours", skipped_before_the_ledger)
+        assert runner.run_until(at(3), instance=instance, echo=quiet).success
+    assert skips, "the skip must have been recorded while a run held the hour"
+    assert runner.run_until(at(3), instance=instance, echo=quiet).success
+
+    kept = [r for r in rows if reference.hour_of(reference.load_time(r)) != skipped]
+    assert len(kept) < len(rows)
+    assert_same_tables(pipeline_tables(warehouse), reference.expected_tables(kept, reference_settings(), AS_OF),
+                       "an hour skipped before its run wrote its ledger vs the documented rules without its rows")
+
+
 # 60 s: in `make test-long` (and CI), to keep `make test` under 20 minutes on 2 cores; what lies
 # before the start date is planned in `make test` (tests/unit/planning/test_late_days.py).
 @pytest.mark.long

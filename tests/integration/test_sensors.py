@@ -286,22 +286,51 @@ def test_grace_delays_a_new_hour_and_abstinent_a_changed_one(env, monkeypatch):
     assert hours_of(tick(instance, monkeypatch, at(3.1))) == (key(at(0)), key(at(0)))
 
 
-def test_waits_while_an_hourly_run_is_in_progress_and_never_relaunches_a_run_key(env, monkeypatch):
+def launched(instance, request, status=DagsterRunStatus.STARTED):
+    """The run the daemon starts for `request`, with its run key."""
     from dagster._core.test_utils import create_run_for_test
 
+    return create_run_for_test(instance, job_name="hourly_job", status=status,
+                               tags={**request.tags, "dagster/run_key": request.run_key})
+
+
+def test_waits_while_an_hourly_run_is_in_progress_and_never_relaunches_a_successful_run_key(env, monkeypatch):
     source, instance = env
     add_loads(source, at(0.5))
     request = tick(instance, monkeypatch, at(1.5)).run_requests[0]
-    run = create_run_for_test(instance, job_name="hourly_job", status=DagsterRunStatus.STARTED,
-                              tags={**request.tags, "dagster/run_key": request.run_key})
+    run = launched(instance, request)
     waiting = tick(instance, monkeypatch, at(1.6))
     assert not waiting.run_requests and f"waiting for run {run.run_id}" in waiting.skip_message
 
-    instance.report_run_failed(run)  # failed before claiming anything: same data, same manifest
+    instance.delete_run(run.run_id)
+    launched(instance, request, status=DagsterRunStatus.SUCCESS)  # and its hours are still due: not again
     again = tick(instance, monkeypatch, at(1.7))
     assert not again.run_requests and "already launched" in again.skip_message
     add_loads(source, at(0.7))  # new data: a new run key
     assert hours_of(tick(instance, monkeypatch, at(1.8))) == (key(at(0)), key(at(0)))
+
+
+def test_a_run_that_failed_before_its_claim_is_launched_again_on_a_quiet_source(env, monkeypatch):
+    """A run that fails before it claims anything (its worker died, Spark did not start) leaves
+    the data and the manifest as they were, so the same run key comes back, and Dagster drops a
+    request whose key a run already used: it is launched again under a new key, after a wait
+    that doubles with each failure."""
+    source, instance = env
+    add_loads(source, at(0.5))
+    first = tick(instance, monkeypatch, at(1.5)).run_requests[0]
+    instance.report_run_failed(launched(instance, first))
+
+    second = tick(instance, monkeypatch, at(1.6))
+    assert second.run_requests, second.skip_message
+    assert hours_of(second) == (key(at(0)), key(at(0))) and second.run_requests[0].run_key != first.run_key
+    instance.report_run_failed(launched(instance, second.run_requests[0]))
+
+    # Two failures: ten minutes (two sensor intervals) after the last launch.
+    waiting = tick(instance, monkeypatch, at(1.6) + timedelta(minutes=9))
+    assert not waiting.run_requests and "failed 2 time(s) before claiming anything" in waiting.skip_message
+    third = tick(instance, monkeypatch, at(1.6) + timedelta(minutes=10))
+    assert third.run_requests, third.skip_message
+    assert len({first.run_key, second.run_requests[0].run_key, third.run_requests[0].run_key}) == 3
 
 
 def test_hours_of_files_without_load_tstamp_statistics_come_from_the_load_date_partition():
