@@ -6,7 +6,8 @@ plan also reads the tables for the rows holding its ids): the load hours due now
 or holding erased ids), each with why and its rows, the event days rebuilt after them, each
 with why, and an estimate of the seconds from the hourly step's recorded cost. It is recorded
 under its id (`plans`, a small Delta table) so that `apply ID` can plan again, refuse when the
-source, the settings or the closure moved, and otherwise run it (`runner.apply_plan`). The hourly
+settings, the closure or a planned hour's source files moved, and otherwise run its hours alone
+(`runner.apply_plan`). The hourly
 sensor records the plan of the hours it finds due in the same way, and tags its run with its id.
 """
 
@@ -169,7 +170,8 @@ def _plan(settings: Settings, now: datetime, trigger: str, reasons: dict[datetim
           manifest: ManifestStore, snapshot: SourceSnapshot | None, erasure: PlannedErasure | None = None,
           erased_days: set[date] = frozenset()) -> Plan:
     rows = None if snapshot is None else rows_by_hour(snapshot.path, snapshot.version, reasons)
-    hours = tuple(PlannedHour(hour, reasons[hour], None if rows is None else rows[hour])
+    hours = tuple(PlannedHour(hour, reasons[hour], None if rows is None else rows[hour],
+                              None if snapshot is None else snapshot.fingerprints.get(hour, ""))
                   for hour in sorted(reasons))
     daily = DailyLedger(settings)
     days = widened_days(reasons, daily.days_loaded_by_hour(reasons), set(late_days(settings, daily)[0].days), requested,
@@ -267,7 +269,7 @@ def as_json(plan: Plan) -> str:
         "trigger": plan.trigger, "until": plan.until.isoformat(), "source_version": plan.source_version,
         "settings_digest": plan.settings_digest, "runs": plan.runs, "estimate_seconds": plan.estimate_seconds,
         "estimate_note": plan.estimate_note,
-        "hours": [[h.hour.isoformat(), h.reason, h.rows] for h in plan.hours],
+        "hours": [[h.hour.isoformat(), h.reason, h.rows, h.fingerprint] for h in plan.hours],
         "days": [[d.day.isoformat(), d.reason] for d in plan.days], "attributes": list(plan.attributes),
         "erasure": None if plan.erasure is None else [plan.erasure.ids, plan.erasure.rows, plan.erasure.sessions]},
         sort_keys=True)
@@ -278,7 +280,7 @@ def from_json(text: str) -> Plan:
     erasure = data.get("erasure")
     return Plan(trigger=data["trigger"], until=datetime.fromisoformat(data["until"]),
                 source_version=data["source_version"], settings_digest=data["settings_digest"],
-                hours=tuple(PlannedHour(datetime.fromisoformat(h), reason, rows) for h, reason, rows in data["hours"]),
+                hours=tuple(PlannedHour(datetime.fromisoformat(h[0]), *h[1:]) for h in data["hours"]),
                 days=tuple(PlannedDay(date.fromisoformat(d), reason) for d, reason in data["days"]),
                 runs=data["runs"], estimate_seconds=data["estimate_seconds"],
                 attributes=tuple(data.get("attributes", ())), estimate_note=data.get("estimate_note"),
@@ -302,7 +304,8 @@ def recorded_plan(settings: Settings, plan_id: str) -> Plan:
 
 def plan_to_apply(settings: Settings, plan_id: str, *, instance=None, tables: TableStore | None = None) -> Plan:
     """The recorded plan `plan_id`, planned again at its time: refused (PlanRefused, saying why)
-    when the source, the settings or the closure moved since. An erasure's plan reads `tables`."""
+    when the settings, the closure or a planned hour's source files moved since. An erasure's plan reads
+    `tables`."""
     planned = recorded_plan(settings, plan_id)
     if planned.erasure is not None:
         if tables is None:

@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Collection, Iterable
 
 from dagster._cli.job import execute_launch_command
 from dagster._cli.workspace.cli_target import WorkspaceOpts
@@ -62,7 +62,7 @@ from incremental_assets.names import (
     USER_TAG,
     WORKER_TAG,
 )
-from incremental_assets.planning.hours import HOUR, contiguous_ranges, day_key, hour_keys
+from incremental_assets.planning.hours import HOUR, contiguous_ranges, day_key, hour_keys, hours_between, ranges_within
 from incremental_assets.planning.late_days import LateDaysPlan
 from incremental_assets.planning.plans import Plan
 from incremental_assets.planning.reconcile import split_ranges
@@ -249,12 +249,14 @@ def attributes_tags(tags: dict[str, str], why: str) -> dict[str, str]:
 
 
 def run_until(until: datetime, *, instance, echo: Echo = print, submit: bool = False,
-              tags: dict[str, str] | None = None) -> RunReport:
+              tags: dict[str, str] | None = None, only: Collection[datetime] | None = None) -> RunReport:
     """Do in this process what the daemon would do at time `until`: every due load hour (oldest
     first, `backfill_limit_days` at a time), then the event days the ledger calls for, then
     attributes as of `until`'s day. With `submit`, the hourly runs of the first plan are
     submitted to the instance instead, as the hourly sensor's would be (the next plan depends
-    on their outcome: the sensor makes it after they finish). `tags` go on every run."""
+    on their outcome: the sensor makes it after they finish). `tags` go on every run. With
+    `only` (an applied plan's hours), no other load hour runs, and each of them once: rows a
+    loader commits meanwhile in other hours wait for the next plan."""
     settings = Settings.load()
     require_source(settings.source)
     tags = {**(tags or {}), AS_OF_TAG: until.astimezone(timezone.utc).date().isoformat()}
@@ -279,6 +281,10 @@ def run_until(until: datetime, *, instance, echo: Echo = print, submit: bool = F
             break
         runs = [(start, end, None, plan.reason()) for start, end in plan.ranges] or [
             (run.start, run.end, run.app_ids, f"catching up: {run.describe()}") for run in catch_up]
+        if only is not None:
+            runs = _within(runs, set(only) - ran)
+            if not runs:
+                break
         for start, end, app_ids, reason in runs:
             limits = plan.limits(start, end)
             report.limits, report.hours = limits, (start, end)
@@ -297,11 +303,17 @@ def run_until(until: datetime, *, instance, echo: Echo = print, submit: bool = F
             return report
         # Plan again while hours are deferred, or when a run made other hours due (a copy gone
         # from the source revives later copies): each round runs hours not run yet, so it ends.
-        ran.update(plan.hours.hours)
+        ran.update(plan.hours.hours if only is None else (h for run in runs for h in hours_between(*run[:2])))
     if report.refused and report.runs:
         echo(f"  {HOURLY_JOB} not run for some hours: {report.refused}")
     late_days_and_attributes(settings, instance=instance, report=report, tags=tags, echo=echo)
     return report
+
+
+def _within(runs: list[tuple], allowed: set[datetime]) -> list[tuple]:
+    """`runs` (start, end, app ids, reason) cut to the stretches of their hours in `allowed`."""
+    return [(first, end, app_ids, reason) for start, stop, app_ids, reason in runs
+            for first, end in ranges_within(start, stop, allowed)]
 
 
 def late_days_and_attributes(settings: Settings, *, instance, report: RunReport, tags: dict[str, str],
@@ -375,8 +387,8 @@ def backfill(start: date, end: date, *, instance, echo: Echo = print, now: datet
 
 
 def apply_plan(settings: Settings, plan_id: str, *, instance, echo: Echo = print) -> RunReport:
-    """Run plan `plan_id` as it was shown (`incremental-assets plan`): its hourly runs at its
-    time, then its days and attributes, every run tagged with its id; refused
+    """Run plan `plan_id` as it was shown (`incremental-assets plan`): its load hours alone, at
+    its time, then its days and attributes, every run tagged with its id; refused
     (plans.PlanRefused) when it no longer describes what would run."""
     tables = _tables(settings) if recorded_plan(settings, plan_id).erasure else None
     plan = plan_to_apply(settings, plan_id, instance=instance, tables=tables)
@@ -385,7 +397,7 @@ def apply_plan(settings: Settings, plan_id: str, *, instance, echo: Echo = print
     echo(f"applying plan {plan_id}: {len(plan.hours)} load hour(s), {len(plan.days)} event day(s)")
     tags = {APPLIED_PLAN_TAG: plan_id}
     if plan.restated_days is None:
-        return run_until(plan.until, instance=instance, echo=echo, tags=tags)
+        return run_until(plan.until, instance=instance, echo=echo, tags=tags, only={h.hour for h in plan.hours})
     if plan.restated_asset == DAILY_AGGREGATES:
         report = RunReport()
         tags = {**tags, RUN_STATE_TAG: "RESTATE", AS_OF_TAG: plan.until.date().isoformat()}

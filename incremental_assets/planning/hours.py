@@ -4,7 +4,7 @@ partitions (Dagster's) and every layer that names an hour or a day use these."""
 from __future__ import annotations
 
 from datetime import date, datetime, timedelta, timezone
-from typing import Iterable
+from typing import Collection, Iterable
 
 HOUR = timedelta(hours=1)
 HOUR_KEY_FORMAT = "%Y-%m-%d-%H:%M"
@@ -44,6 +44,19 @@ def hour_keys(start: datetime, end: datetime) -> tuple[str, str]:
 def hours_between(start: datetime, end: datetime) -> list[datetime]:
     """The hour starts in [start, end), both hour-aligned."""
     return [start + i * HOUR for i in range(int((end - start) / HOUR))]
+
+
+def ranges_within(start: datetime, end: datetime, allowed: Collection[datetime]) -> list[tuple[datetime, datetime]]:
+    """The contiguous stretches [first, end) of the hours of [start, end) that are in `allowed`."""
+    ranges: list[tuple[datetime, datetime]] = []
+    for hour in hours_between(start, end):
+        if hour not in allowed:
+            continue
+        if ranges and ranges[-1][1] == hour:
+            ranges[-1] = (ranges[-1][0], hour + HOUR)
+        else:
+            ranges.append((hour, hour + HOUR))
+    return ranges
 
 
 def contiguous_ranges(days: Iterable[date]) -> list[tuple[date, date]]:

@@ -4,8 +4,10 @@ A trigger is what reconciliation finds due at a time, a restatement of a range o
 an erasure of users (what is due, and the processed hours holding their ids run again). Its
 closure is the load hours the hourly runs will take, each with why, the source rows they hold,
 and the event days the daily runs will rebuild after them, each with why. The id is a
-digest of the source version, the settings and the closure: `apply` plans again and runs only
-while the id is the same, so what runs is what was shown. Pure: the callers read the source's
+digest of the source version, the settings and the closure. `apply` plans again and runs only
+while the closure is the same and none of its hours changed in the source (a loader's commit
+elsewhere leaves a plan valid), and then runs the planned hours alone, so what runs is what was
+shown. Pure: the callers read the source's
 log, the ledgers and the manifest (`incremental_assets.plans`).
 """
 
@@ -29,6 +31,9 @@ class PlannedHour:
     hour: datetime
     reason: str  # new, changed, data gone, look-back, rules changed, restated
     rows: int | None  # source rows in the hour, from the Delta log's statistics (None: unknown)
+    # The hour's source files as the plan saw them ("" without files; None: a plan recorded
+    # before plans kept them, compared by the source's version instead).
+    fingerprint: str | None = None
 
 
 @dataclass(frozen=True)
@@ -99,11 +104,10 @@ class Plan:
 
 
 def why_plan_moved(planned: Plan, current: Plan) -> str | None:
-    """Why `planned` can no longer be applied as shown (None: it can): the first of a source
-    commit, a settings change, or a closure that changed (a run in between, a grace period over)."""
-    if planned.source_version != current.source_version:
-        return (f"source at version {current.source_version}, planned at {planned.source_version}: "
-                "plan again")
+    """Why `planned` can no longer be applied as shown (None: it can): the first of a settings
+    change, a closure that changed (a run in between, a grace period over, rows landed in an hour
+    not planned), a planned hour whose source files changed, or other days, attributes or rows
+    of an erasure. A source commit that changes none of these leaves the plan valid."""
     if planned.settings_digest != current.settings_digest:
         return "the settings changed since the plan was made: plan again"
     then, now = {h.hour: h.reason for h in planned.hours}, {h.hour: h.reason for h in current.hours}
@@ -114,12 +118,32 @@ def why_plan_moved(planned: Plan, current: Plan) -> str | None:
                  for hours, what in ((gone, "planned and no longer due"), (added, "due and not planned"),
                                      (changed, "due for another reason")) if hours]
         return f"the closure changed since the plan ({'; '.join(parts)}): plan again"
+    moved_source = _source_moved(planned, current)
+    if moved_source:
+        return moved_source
     if planned.days != current.days:
         return "the event days to rebuild changed since the plan: plan again"
     if planned.attributes != current.attributes:
         return "the declared attributes to recompute changed since the plan: plan again"
     if planned.erasure != current.erasure:
         return "the rows holding the erased ids changed since the plan: plan again"
+    return None
+
+
+def _source_moved(planned: Plan, current: Plan) -> str | None:
+    """Planned hours whose source files changed since the plan (same hours, same reasons); a
+    plan without fingerprints refuses any source commit."""
+    if any(h.fingerprint is None for h in planned.hours):
+        if planned.source_version != current.source_version:
+            return (f"source at version {current.source_version}, planned at {planned.source_version}: "
+                    "plan again")
+        return None
+    now = {h.hour: h.fingerprint for h in current.hours}
+    touched = [h.hour for h in planned.hours if now.get(h.hour) != h.fingerprint]
+    if touched:
+        return (f"{len(touched)} planned load hour(s) changed in the source since the plan (source at version "
+                f"{current.source_version}, planned at {planned.source_version}), first {hour_key(touched[0])}: "
+                "plan again")
     return None
 
 

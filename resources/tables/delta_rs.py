@@ -15,6 +15,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.transaction import create_table_with_add_actions
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from resources.tables.column_types import check_column_types
 from resources.tables.delta_log import (
     CHECKPOINT_INTERVAL_PROPERTY,
     NEW_TABLE_CONFIGURATION,
@@ -240,6 +241,7 @@ class DeltaRsTableStore(TableStore):
                 check_identifier(row_range.key, "key column")
         table = load_table(path)
         table_schema = spark_schema(table) if table is not None else None
+        check_column_types(name, table_schema, df.schema, "replace")
         # Few rows are collected and committed by delta-rs; more go straight to files when they can.
         collected = collected_rows(df) if small else None
         if collected is None and writes_directly(self.spark, self.root, table, df.schema, table_schema,
@@ -332,6 +334,7 @@ class DeltaRsTableStore(TableStore):
         check_identifier(key, "key column")
         columns = df.columns
         check_columns_present(columns, [key], f"replace_keys {name}")
+        self._check_column_types(name, df, "replace_keys")
         source = replace_keys_source(df, keys, key)
         with self._stage(source, small) as data:
             present = data.columns([key, KEY_PRESENT])
@@ -362,6 +365,7 @@ class DeltaRsTableStore(TableStore):
         keys = [check_identifier(k, "merge key") for k in keys]
         if not keys:
             raise ValueError("merge: keys must name at least one column")
+        self._check_column_types(name, df, "merge")
         with self._stage(df, small) as data:
             check_columns_present(data.column_names, keys, f"merge {name}")
             partition_by = self._check_partition_by(partition_by, data.column_names)
@@ -384,6 +388,7 @@ class DeltaRsTableStore(TableStore):
     def append(self, name, df, *, token=None, partition_by=None, small=False) -> WriteResult:
         path = self.path(name)
         app_id = append_token_app_id(token) if token is not None else None
+        self._check_column_types(name, df, "append")
         with self._stage(df, small) as data:
             partition_by = self._check_partition_by(partition_by, data.column_names)
             # The token is committed in the same commit as the rows, and delta-rs refuses a

@@ -198,6 +198,7 @@ class DeltaSparkTableStore(TableStore):
                 check_identifier(row_range.key, "key column")
         partition_by = self._check_partition_by(partition_by, df.columns)
         check_columns_present(df.columns, sorted({r.column for r in rows}), f"replace {name}")
+        self._check_column_types(name, df, "replace")
         ranges = resolve_rows(rows, df.schema, f"replace {name}")
         # One Spark job counts the rows and names the first one outside the ranges (Delta's own
         # check would only fail). Delta's numOutputRows also counts the rows a replace copies
@@ -230,6 +231,7 @@ class DeltaSparkTableStore(TableStore):
     def replace_keys(self, name, df, *, key, keys, small=False) -> WriteResult:
         check_identifier(key, "key column")
         check_columns_present(df.columns, [key], f"replace_keys {name}")
+        self._check_column_types(name, df, "replace_keys")
         # One Spark job checks the keys and counts the rows.
         most, nulls, rows = df.groupBy(key).count().agg(
             F.max("count"), F.count(F.when(F.col(key).isNull(), 1)), F.sum("count")).first()
@@ -258,6 +260,7 @@ class DeltaSparkTableStore(TableStore):
         if not keys:
             raise ValueError("merge: keys must name at least one column")
         check_columns_present(df.columns, keys, f"merge {name}")
+        self._check_column_types(name, df, "merge")
         partition_by = self._check_partition_by(partition_by, df.columns)
         # One Spark job checks the keys and counts the rows.
         key_counts = df.groupBy(*keys).count()
@@ -290,6 +293,7 @@ class DeltaSparkTableStore(TableStore):
     def append(self, name, df, *, token=None, partition_by=None, small=False) -> WriteResult:
         app_id = append_token_app_id(token) if token is not None else None
         partition_by = self._check_partition_by(partition_by, df.columns)
+        self._check_column_types(name, df, "append")
 
         def attempt() -> WriteResult:
             marker = f"append {uuid.uuid4()}"

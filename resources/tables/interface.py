@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import functions as F
 
 from incremental_assets.names import check_identifier
+from resources.tables.column_types import check_column_types
 from resources.tables.delta_log import (
     NoTableAt,
     add_actions,
@@ -24,6 +25,7 @@ from resources.tables.delta_log import (
     read_delta_arrow,
     records_in,
     required_table,
+    spark_schema,
 )
 from resources.tables.ranges import RowRange
 
@@ -258,6 +260,12 @@ class TableStore(abc.ABC):
             data = data.filter(pq.filters_to_expression(filters))
             return data.select(list(columns)) if columns else data
         return data
+
+    def _check_column_types(self, name: str, df, what: str) -> None:
+        """Refuse rows holding a column in a type the table's cannot hold (column_types), before
+        anything is staged or written: either engine, the same error."""
+        table = load_table(self.path(name))
+        check_column_types(name, None if table is None else spark_schema(table), df.schema, what)
 
     def _check_partition_by(self, partition_by: Sequence[str] | None, columns: Sequence[str]) -> list[str]:
         partition_by = [check_identifier(c, "partition column") for c in (partition_by or [])]

@@ -70,9 +70,10 @@ def test_a_plan_lists_what_its_apply_runs_and_is_refused_once_the_source_moves(s
     assert {h.hour for h in plan.hours if h.rows} == {hour for hour in landed if hour < at(2, 12)}
     assert {h.reason for h in plan.hours} == {"new"}
 
-    # Rows land in old and new hours (a source commit): the plan is refused, saying why.
+    # Rows land in planned and new hours (a source commit): the plan is refused, saying why.
     source.land_until(at(3, 11))
-    with pytest.raises(plans.PlanRefused, match=r"source at version \d+, planned at \d+: plan again"):
+    with pytest.raises(plans.PlanRefused, match=r"planned load hour\(s\) changed in the source since the plan \(source "
+                                                 r"at version \d+, planned at \d+\), first"):
         runner.apply_plan(settings, plan_id, instance=instance, echo=quiet)
 
     # Planned again, applied: the hours it processes are the hours listed, no more, no fewer.
@@ -151,3 +152,33 @@ def test_a_plan_lists_what_its_apply_runs_and_is_refused_once_the_source_moves(s
     assert report.rebuilt_days == [at(1).date(), at(2).date()]
     with pytest.raises(ValueError, match="--asset 'attributes': a restatement starts from one of"):
         plans.make_plan(settings, at(3, 11), restate=(at(1).date(), at(2).date()), asset="attributes")
+
+
+def test_apply_runs_the_plans_hours_alone_and_is_not_refused_by_commits_that_leave_them(spark, instance, tmp_path,
+                                                                                     monkeypatch):
+    """A loader commits every few minutes: a commit that touches none of the planned hours leaves
+    the plan valid; one that lands after the check (while apply starts) adds no hour to the run."""
+    source, warehouse = str(tmp_path / "events"), tmp_path / "warehouse"
+    use(monkeypatch, source, warehouse)
+    hostile.write_source(source, [hostile.event(at(1, 1, 10), session="a"), hostile.event(at(1, 1, 20), session="a")])
+    settings = Settings.load()
+    plan = plans.make_plan(settings, at(1, 5))
+    plans.record_plan(settings, plan, at(1, 5))
+    assert {h.hour for h in plan.hours if h.rows} == {at(1, 1)}
+
+    # A commit of rows loaded after the plan's time: no planned hour changed, the plan is applied.
+    hostile.write_source(source, [hostile.event(at(1, 7, 10), session="c")])
+    # Another lands in a closed hour the plan does not hold, right after apply checked the plan.
+    checked = plans.plan_to_apply
+
+    def check_then_commit(*args, **kwargs):
+        planned = checked(*args, **kwargs)
+        hostile.write_source(source, [hostile.event(at(1, 3, 10), session="b")])
+        return planned
+
+    monkeypatch.setattr(runner, "plan_to_apply", check_then_commit)
+    report = runner.apply_plan(settings, plan.plan_id, instance=instance, echo=quiet)
+    assert report.success, report.runs
+    assert hours_written_by(settings, report) == {at(1, 1)}
+    # The hour landed meanwhile is left to the next plan.
+    assert at(1, 3) in {h.hour for h in plans.make_plan(settings, at(1, 5)).hours}

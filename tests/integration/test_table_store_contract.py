@@ -394,6 +394,37 @@ def test_added_columns_evolve_the_schema_and_read_as_null_in_old_rows(store, spa
     assert store.read_arrow("e").column_names == ["ts", "event_date", "n", "s", "referrer", "score"]
 
 
+TYPED = "ts timestamp, event_date date, n long, s string, score int, ctx array<struct<v:int>>"
+
+
+def typed(spark, n: int, score, v, schema: str = TYPED):
+    return spark.createDataFrame([(utc(5, n), utc(5).date(), n, f"s{n}", score, [(v,)])], schema)
+
+
+def test_a_column_whose_type_widens_is_refused_by_every_write_naming_it_never_cast_down(store, spark):
+    store.append("e", typed(spark, 1, 5, 7))
+    writes = {
+        "append": lambda df: store.append("e", df),
+        "replace_range": lambda df: store.replace_range("e", df, column="ts", start=utc(5), end=utc(6)),
+        "merge": lambda df: store.merge("e", df, keys=["n"]),
+        "replace_keys": lambda df: store.replace_keys("e", df, key="n", keys=df.select("n")),
+    }
+    # A context field that became double in a rewritten source (top level, then nested).
+    top = typed(spark, 1, 5.7, 7, TYPED.replace("score int", "score double"))
+    nested = typed(spark, 1, 5, 7.5, TYPED.replace("v:int", "v:double"))
+    for write in writes.values():
+        with pytest.raises(ValueError, match=r"e: column score is int in the table but double in the rows written; "
+                                             r".* never cast down\. Give the column its old type"):
+            write(top)
+        with pytest.raises(ValueError, match=r"e: column ctx\[\]\.v is int in the table but double"):
+            write(nested)
+    assert [(r.score, r.ctx[0].v) for r in store.read("e").collect()] == [(5, 7)]
+    assert store.read("e").schema["score"].dataType.simpleString() == "int"
+    # A narrower type the table's holds exactly is written as the table's.
+    writes["merge"](typed(spark, 1, 6, 8, TYPED.replace("n long", "n int")))
+    assert [(r.n, r.score, r.ctx[0].v) for r in store.read("e").collect()] == [(1, 6, 8)]
+
+
 def test_overwrite_replaces_the_whole_table_in_one_commit(store, spark):
     store.append("o", events(spark, (utc(5), 1), (utc(6), 2)))
     result = store.overwrite("o", spark.createDataFrame([(7, "x")], "user_id long, label string"))

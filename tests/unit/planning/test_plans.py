@@ -1,7 +1,10 @@
 """A plan's id, its refusal reasons, and the reasons it gives each hour and day."""
 
+import json
+from dataclasses import replace
 from datetime import date, datetime, timedelta, timezone
 
+from incremental_assets.planning.hours import ranges_within
 from incremental_assets.planning.plans import (
     ERASED_HOUR,
     Plan,
@@ -13,6 +16,7 @@ from incremental_assets.planning.plans import (
     why_plan_moved,
     widened_days,
 )
+from incremental_assets.plans import as_json, from_json
 
 H0 = datetime(2026, 3, 2, 22, tzinfo=timezone.utc)
 HOUR = timedelta(hours=1)
@@ -47,6 +51,33 @@ def test_a_moved_source_settings_or_closure_is_named():
                                             "first 2026-03-03-00:00): plan again")
     assert "planned and no longer due, first 2026-03-02-22:00" in why_plan_moved(plan(), plan(hours=plan().hours[1:]))
     assert "event days" in why_plan_moved(plan(), plan(days=()))
+
+
+def test_a_source_commit_is_judged_by_the_planned_hours_files():
+    fingerprinted = plan(hours=(PlannedHour(H0, "new", 10, "f1"), PlannedHour(H0 + HOUR, "changed", 5, "")))
+    # A loader's commit elsewhere (a new source version, the same files in every planned hour).
+    assert why_plan_moved(fingerprinted, replace(fingerprinted, source_version=812)) is None
+    touched = replace(fingerprinted, source_version=812,
+                      hours=(fingerprinted.hours[0], PlannedHour(H0 + HOUR, "changed", 6, "f2")))
+    assert why_plan_moved(fingerprinted, touched) == (
+        "1 planned load hour(s) changed in the source since the plan (source at version 812, planned at 809), "
+        "first 2026-03-02-23:00: plan again")
+    # A plan recorded without fingerprints is refused by any commit, as it was.
+    assert why_plan_moved(plan(), plan(source_version=812)) == "source at version 812, planned at 809: plan again"
+
+
+def test_a_plan_read_back_keeps_its_fingerprints_and_one_recorded_without_them_reads():
+    fingerprinted = plan(hours=(PlannedHour(H0, "new", 10, "f1"),))
+    assert from_json(as_json(fingerprinted)) == fingerprinted
+    old = json.loads(as_json(fingerprinted))
+    old["hours"] = [h[:3] for h in old["hours"]]
+    assert from_json(json.dumps(old)).hours == (PlannedHour(H0, "new", 10),)
+
+
+def test_only_the_allowed_hours_of_a_range_run_in_contiguous_stretches():
+    allowed = {H0, H0 + HOUR, H0 + 3 * HOUR}
+    assert ranges_within(H0 - HOUR, H0 + 5 * HOUR, allowed) == [(H0, H0 + 2 * HOUR), (H0 + 3 * HOUR, H0 + 4 * HOUR)]
+    assert ranges_within(H0 + 4 * HOUR, H0 + 6 * HOUR, allowed) == []
 
 
 def test_an_hour_takes_the_first_reason_that_applies():
