@@ -2,9 +2,9 @@
 
 1. `find` counts the rows holding the ids, per table and in the source, and the processed load
    hours that hold them (in the source, in base_events or among the rejected rows).
-2. `request_erasure` records the request (ids as digests) while holding the hourly step's turn,
-   then makes those hours due again: an hourly run either ended before the record and is run
-   again, or starts after it and already leaves the ids out.
+2. `request_erasure` records the request (ids as digests) and makes those hours due again, both
+   while holding the hourly step's turn: an hourly run either ended before the record and is
+   run again, or starts after the run-again rows and already leaves the ids out.
 3. The caller runs the pipeline (`runner.run_until`): each due hour is read without the erased
    rows, which removes them as a delete in the source would (their copies, sessions, filtered
    rows and counts), and the days and users they touched are aggregated again.
@@ -151,10 +151,12 @@ def request_erasure(settings: Settings, tables: TableStore, ids: ErasedIds, *, i
                     note: str = "") -> ErasureRequest:
     """Record the request, then make the processed load hours holding the ids due again.
 
-    The record is appended in the hourly step's turn (ItemLockedError, saying to try again,
-    while an hourly run holds it): every hourly run that starts after it leaves the ids out, and
-    every one that ended before it wrote the rows `find` then sees. The search runs outside the
-    turn, so hourly runs wait only for the append."""
+    Both in the hourly step's turn (ItemLockedError, saying to try again, while an hourly run
+    holds it; hourly runs wait for it meanwhile): every hourly run that starts after the record
+    leaves the ids out, every one that ended before it wrote the rows `find` then sees, and none
+    writes its ledger rows between the search and the run-again rows (a catch-up run, which
+    replaces its own apps' rows alone, would otherwise record an hour as processed whose other
+    apps' rows still hold the ids)."""
     request_id = f"forget-{uuid.uuid4().hex[:12]}"
     manifest = ManifestStore.of(settings)
     try:
@@ -166,12 +168,13 @@ def request_erasure(settings: Settings, tables: TableStore, ids: ErasedIds, *, i
                               "(the request was not recorded)", exc.item) from None
     try:
         append_records(settings, _records(request_id, ids, REQUESTED, now, None, note))
+        found = find(settings, tables, ids)
+        if found.load_hours:
+            rows = [(hour, RUN_AGAIN, settings.rules_digest(), now, request_id, None, None)
+                    for hour in found.load_hours]
+            tables.merge(HOUR_LEDGER, tables.spark.createDataFrame(rows, LEDGER_SCHEMA), keys=["load_hour_tstamp"])
     finally:
         manifest.close([], run_id=request_id, state=State.PROCESSED, application="forget", released=[HOURLY_TURN])
-    found = find(settings, tables, ids)
-    if found.load_hours:
-        rows = [(hour, RUN_AGAIN, settings.rules_digest(), now, request_id, None, None) for hour in found.load_hours]
-        tables.merge(HOUR_LEDGER, tables.spark.createDataFrame(rows, LEDGER_SCHEMA), keys=["load_hour_tstamp"])
     return ErasureRequest(request_id, ids, found, note)
 
 

@@ -36,7 +36,7 @@ from incremental_assets.names import (
     SESSIONS_TO_REFILTER,
     TABLE_PARTITIONS,
 )
-from incremental_assets.planning.app_units import joined
+from incremental_assets.planning.app_units import RecordedHour, catch_up_record, joined
 from incremental_assets.planning.hours import floor_hour, hours_between
 from incremental_assets.planning.reconcile import RUN_AGAIN
 from incremental_assets.progress import LEDGER_SCHEMA
@@ -369,14 +369,28 @@ def hours_to_run_again(warehouse: WarehouseResource, results: HourlyResults, run
     return warehouse.spark.createDataFrame(rows, LEDGER_SCHEMA)
 
 
+def catch_up_begun(warehouse: WarehouseResource, results: HourlyResults, run_id: str) -> DataFrame:
+    """Ledger rows that make a catch-up run's hours due again for every app, written before its
+    first write: a failure after it leaves its apps' rows part-written, which no later catch-up
+    of the app (added, or taken out again) would find; a run of every app replaces them all.
+    The run's own ledger rows replace these once it completes."""
+    now = datetime.now(timezone.utc)
+    rows = [(hour, RUN_AGAIN, warehouse.settings.rules_digest(), now, run_id, None, None)
+            for hour in hours_between(results.start, results.end)]
+    return warehouse.spark.createDataFrame(rows, LEDGER_SCHEMA)
+
+
 def processed_hours(warehouse: WarehouseResource, results: HourlyResults, run_id: str,
-                    app_ids_before: dict[datetime, frozenset[str] | None]) -> DataFrame:
+                    recorded: dict[datetime, RecordedHour]) -> DataFrame:
     """The ledger rows of the window's hours: what each was processed from, when it was read, and
-    for which app ids (with `app_ids` set: all of them, or after a catch-up run the ones each hour held
-    before (`app_ids_before`), with the run's added and its removed taken off; null: every app)."""
+    for which app ids (with `app_ids` set: all of them, or after a catch-up run the ones each hour
+    held when it began (`recorded`), with the run's added and its removed taken off; null: every
+    app). A catch-up run records the data it read only where the other apps' rows were processed
+    from the same (`app_units.catch_up_record`)."""
     settings = warehouse.settings
     fingerprints = results.snapshot.fingerprints if results.snapshot else {}
     version = results.snapshot.version if results.snapshot else None
+    digest = settings.rules_digest()
     declared = frozenset(settings.app_ids)
 
     def apps(hour: datetime) -> str | None:
@@ -384,8 +398,15 @@ def processed_hours(warehouse: WarehouseResource, results: HourlyResults, run_id
             return None
         if results.app_ids is None:
             return joined(declared)
-        return joined(((app_ids_before.get(hour) or frozenset()) | set(results.app_ids)) & declared)
+        before = recorded[hour].app_ids if hour in recorded else None
+        return joined(((before or frozenset()) | set(results.app_ids)) & declared)
 
-    rows = [(hour, fingerprints.get(hour, ""), settings.rules_digest(), results.read_at, run_id, version, apps(hour))
-            for hour in hours_between(results.start, results.end)]
+    def read(hour: datetime) -> tuple[str, int | None, str | None]:
+        if results.app_ids is None:
+            return fingerprints.get(hour, ""), version, digest
+        return catch_up_record(recorded.get(hour), fingerprints.get(hour, ""), version, digest)
+
+    rows = [(hour, fingerprint, rules, results.read_at, run_id, source_version, apps(hour))
+            for hour in hours_between(results.start, results.end)
+            for fingerprint, source_version, rules in [read(hour)]]
     return warehouse.spark.createDataFrame(rows, LEDGER_SCHEMA)

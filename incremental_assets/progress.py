@@ -28,7 +28,7 @@ from incremental_assets.names import (
     PRIORITY_TAG,
 )
 from incremental_assets.partition_bounds import PARTITIONS_END, PARTITIONS_START
-from incremental_assets.planning.app_units import CatchUp, catch_up_runs, joined, split
+from incremental_assets.planning.app_units import CatchUp, RecordedHour, catch_up_runs, joined, split
 from incremental_assets.planning.estimates import StepSample
 from incremental_assets.planning.hours import HOUR, floor_hour, hour_key, hour_keys, parse_day_key, parse_hour_key
 from incremental_assets.planning.processing_manifest import ItemStatus, Record, State
@@ -91,6 +91,16 @@ def unit_fail_locks(manifest: ManifestStore) -> dict[datetime, tuple[frozenset[s
     return locks
 
 
+def unit_items_fail_locked(manifest: ManifestStore, hours: Iterable[datetime]) -> list[str]:
+    """The fail-locked items of catch-up runs (any app ids) of `hours`: a run of those hours for
+    every app does what they were to do, so it resolves them."""
+    hours = set(hours)
+    return sorted(item for item, state in manifest.unsettled_states().items()
+                  for asset, key, unit in [unit_of(item)]
+                  if unit and asset in HOURLY_ASSETS and state.status is ItemStatus.FAIL_LOCKED
+                  and parse_hour_key(key) in hours)
+
+
 def fail_locked_days(settings: Settings, days: Iterable[date]) -> dict[date, str]:
     """Those of `days` whose daily_aggregates item a failed run left fail-locked: day -> item id.
     None with auto_resolve_failures (the claim of the next run resolves them). A daily run over
@@ -140,6 +150,17 @@ def catch_up_tags(app_ids: tuple[str, ...] | None) -> dict[str, str]:
 def app_ids_processed_now(settings: Settings) -> dict[datetime, frozenset[str] | None]:
     """Per load hour, the app ids its rows are processed for now (None: every app)."""
     return app_ids_processed(_ledger(settings))
+
+
+def recorded_hours(settings: Settings) -> dict[datetime, RecordedHour]:
+    """Per load hour, what the hour ledger records now (a catch-up run reads it as it begins)."""
+    ledger = _ledger(settings)
+    if ledger is None:
+        return {}
+    columns = [ledger[name].to_pylist() for name in ("source_fingerprint", "rules_digest", "source_version",
+                                                      "app_ids")]
+    return {hour: RecordedHour(fingerprint, digest, version, split(apps))
+            for hour, fingerprint, digest, version, apps in zip(utc_datetimes(ledger["load_hour_tstamp"]), *columns)}
 
 
 def app_ids_processed(ledger: pa.Table | None) -> dict[datetime, frozenset[str] | None]:

@@ -35,6 +35,7 @@ from incremental_assets.event_id_check import (
 from incremental_assets.hourly_step import (
     HourFigures,
     HourlyResults,
+    catch_up_begun,
     compute,
     figures_by_hour,
     filtered_counts,
@@ -62,7 +63,7 @@ from incremental_assets.names import (
 from incremental_assets.partitions import hourly_partitions, hours_per_run
 from incremental_assets.planning.app_units import joined, split
 from incremental_assets.planning.hours import hour_key, hours_between
-from incremental_assets.progress import app_ids_processed_now
+from incremental_assets.progress import recorded_hours, unit_items_fail_locked
 from incremental_assets.sources.reader import require_source
 from incremental_assets.start_moved import remove_rows_before_start
 from resources.manifest_io_manager import TableOutput, TableWrite, claimed
@@ -125,17 +126,19 @@ def hourly_assets(context: AssetExecutionContext, warehouse: WarehouseResource):
         if (moved := remove_rows_before_start(warehouse, context.run_id)) is not None:
             context.log.info(f"start_date moved later: removed what {moved.hours} load hour(s) and {moved.days} "
                              f"event day(s) before {moved.first_hour:%Y-%m-%d %H:%M} left in the tables")
-        app_ids_before = app_ids_processed_now(warehouse.settings) if app_ids is not None else {}
+        recorded = recorded_hours(warehouse.settings) if app_ids is not None else {}
+        if app_ids is None:
+            _resolve_catch_ups(context, warehouse)
         results = compute(warehouse, window.start, window.end, app_ids=app_ids)
         try:
-            yield from _checked_and_written(context, warehouse, results, app_ids, app_ids_before, claim)
+            yield from _checked_and_written(context, warehouse, results, app_ids, recorded, claim)
         finally:  # written, refused by the check, or failed
             for df in results.materialized:
                 release(df)
 
 
 def _checked_and_written(context: AssetExecutionContext, warehouse: WarehouseResource, results: HourlyResults,
-                         app_ids: tuple[str, ...] | None, app_ids_before: dict, claim):
+                         app_ids: tuple[str, ...] | None, recorded: dict, claim):
     """The window's check evaluations, then its outputs: each written by the IO manager as it is yielded."""
     window = context.partition_time_window
     within = None if app_ids is None else ("app_id", app_ids)
@@ -169,7 +172,11 @@ def _checked_and_written(context: AssetExecutionContext, warehouse: WarehouseRes
     payload = {"limits": context.run.tags.get(RUN_LIMITS_TAG, "manual run"), "source_rows": source_rows}
     # An hour's rows are few: the table store may collect them rather than stage files.
     small = source_rows <= rows_collected_at_most(len(results.kept.columns))
+    # A catch-up's hours are due again for every app before its first write (`catch_up_begun`).
+    begun = [TableWrite(HOUR_LEDGER, lambda: catch_up_begun(warehouse, results, context.run_id), "merge",
+                        merge_keys=("load_hour_tstamp",), small=True)] if app_ids is not None else []
     yield Output(TableOutput(results.kept, claim, completes=False, rows=base_replaced, within=within, before=[
+        *begun,
         TableWrite(EVENT_COPIES, results.copies, "replace_range", range_column="load_tstamp",
                    partition_by=TABLE_PARTITIONS[EVENT_COPIES], small=small),
         TableWrite(REJECTED_EVENTS, results.rejected, "replace_range", range_column="load_hour_tstamp",
@@ -193,9 +200,20 @@ def _checked_and_written(context: AssetExecutionContext, warehouse: WarehouseRes
         after=[TableWrite(FILTERED_COUNTS, lambda: filtered_counts(warehouse, results), "replace_range",
                           range_column="load_hour_tstamp", range=results.counts_range, small=True),
                *refiltered, *rerun],
-        markers=[TableWrite(HOUR_LEDGER, lambda: processed_hours(warehouse, results, context.run_id, app_ids_before),
+        markers=[TableWrite(HOUR_LEDGER, lambda: processed_hours(warehouse, results, context.run_id, recorded),
                             "replace_range", range_column="load_hour_tstamp", small=True)]),
         output_name=FILTERED_EVENTS)
+
+
+def _resolve_catch_ups(context: AssetExecutionContext, warehouse: WarehouseResource) -> None:
+    """A run of every app processes every declared app's rows of its hours, and removes the
+    others': the failed catch-ups of those hours (fail-locked, for any app ids, declared or taken
+    out since) have nothing left to do, and are resolved rather than left locked for good."""
+    window = context.partition_time_window
+    items = unit_items_fail_locked(warehouse.manifest, hours_between(window.start, window.end))
+    if items:
+        warehouse.manifest.resolve(items, note="a run of the hour for every app processes it", run_id=context.run_id)
+        context.log.info(f"resolved {len(items)} failed catch-up item(s) of these hours: {items[0]} ...")
 
 
 def _add_hour_metadata(context: AssetExecutionContext, figures: dict[datetime, HourFigures],

@@ -81,6 +81,31 @@ def apps_to_catch_up(processed_for: Mapping[datetime, frozenset[str]], declared:
     return {hour: (declared - apps) | (apps - declared) for hour, apps in processed_for.items() if apps != declared}
 
 
+@dataclass(frozen=True)
+class RecordedHour:
+    """What the hour ledger recorded for a load hour when a run began."""
+
+    fingerprint: str  # the source's fingerprint of the hour ("" processed empty)
+    rules_digest: str | None
+    version: int | None  # the source version it was read at
+    app_ids: frozenset[str] | None  # the app ids its rows were processed for (None: every app)
+
+
+def catch_up_record(recorded: RecordedHour | None, fingerprint: str, version: int | None,
+                    digest: str) -> tuple[str, int | None, str | None]:
+    """(fingerprint, source version, rules digest) a catch-up run records for an hour it read
+    with `fingerprint` at `version`. A catch-up replaces its own apps' rows alone: the other
+    apps' rows are still those the ledger recorded, so it records what it read only when that is
+    the same data under the same rules. Otherwise (rows landed, deleted or corrected since) it
+    keeps the recorded values, and the hour stays due for every app; an hour never recorded is
+    recorded as processed empty, due as well when it holds data."""
+    if recorded is None:
+        return ("", None, digest) if fingerprint else (fingerprint, version, digest)
+    if recorded.fingerprint == fingerprint and recorded.rules_digest == digest:
+        return fingerprint, version, digest
+    return recorded.fingerprint, recorded.version, recorded.rules_digest
+
+
 def catch_up_runs(processed_for: Mapping[datetime, frozenset[str]], declared: frozenset[str], *,
                   max_hours_per_run: int, backfill_limit_days: int,
                   not_bridged: Collection[datetime] = (),

@@ -138,3 +138,94 @@ def test_an_app_added_catches_up_behind_the_present_and_an_app_removed_leaves(sp
     # The catch-up's per-hour figures are its apps' rows, named so, not the partition's row count.
     metadata = instance.get_latest_materialization_event(AssetKey("base_events")).asset_materialization.metadata
     assert metadata["catch_up_app_ids"].value == "web" and "dagster/partition_row_count" not in metadata
+
+
+def few_rows() -> list[dict]:
+    """Two sessions, one per app, in load hour at(0, 1), and a web row in at(0, 4)."""
+    every = dt.timedelta(minutes=10)
+    return [*hostile.session_events("web-s", "web-u", at(0, 1), 2, every, app="web"),
+            *hostile.session_events("mobile-s", "mobile-u", at(0, 1, 5), 2, every, app="mobile"),
+            hostile.event(at(0, 4), session="web-s2", user="web-u", app="web")]
+
+
+def runs_until(instance):
+    def run(t: dt.datetime, expect_success: bool = True):
+        report = runner.run_until(t, instance=instance, echo=quiet)
+        assert report.success == expect_success, (t, report.refused, report.runs)
+        return report
+    return run
+
+
+def failing_after_the_writes(real):
+    """filtered_counts that raises in a catch-up run: its rows are written, its ledger rows not."""
+    def counts(warehouse, results):
+        if results.app_ids is not None:
+            raise RuntimeError("injected failure in a catch-up run, after its rows were written")
+        return real(warehouse, results)
+    return counts
+
+
+def test_a_row_deleted_while_a_catch_up_runs_leaves_every_table(spark, instance, tmp_path, monkeypatch):
+    from deltalake import DeltaTable
+
+    rows, source, warehouse = few_rows(), str(tmp_path / "events"), tmp_path / "incremental"
+    hostile.write_source(source, rows)
+    run = runs_until(instance)
+    use(monkeypatch, source, warehouse, INCREMENTAL_APP_IDS="web")
+    run(at(0, 6))
+
+    # mobile is added; the web row is deleted after the plan, as the catch-up begins.
+    gone = rows[0]
+    use(monkeypatch, source, warehouse, INCREMENTAL_APP_IDS="web,mobile")
+    with monkeypatch.context() as m:
+        real, deleted = hourly_asset.compute, []
+
+        def deleting_first(warehouse, start, end, app_ids=None):
+            if app_ids is not None and not deleted:
+                DeltaTable(source).delete(f"event_id = '{gone['event_id']}'")
+                deleted.append(gone)
+            return real(warehouse, start, end, app_ids=app_ids)
+
+        m.setattr(hourly_asset, "compute", deleting_first)
+        run(at(0, 6))
+    assert deleted, "no catch-up ran"
+    run(at(0, 7))
+    left = [r for r in rows if r is not gone]
+    assert_same_tables(pipeline_tables(warehouse), expected(left, "web", "mobile"), "a web row deleted mid catch-up")
+
+
+def test_a_catch_up_failed_after_its_writes_ends_with_the_apps_declared_next(spark, instance, tmp_path,
+                                                                            monkeypatch):
+    rows, source, warehouse = few_rows(), str(tmp_path / "events"), tmp_path / "incremental"
+    hostile.write_source(source, rows)
+    run = runs_until(instance)
+    use(monkeypatch, source, warehouse, INCREMENTAL_APP_IDS="web")
+    run(at(0, 6))
+
+    # mobile is added, its catch-up fails once its rows are written; then mobile is taken out.
+    use(monkeypatch, source, warehouse, INCREMENTAL_APP_IDS="web,mobile")
+    with monkeypatch.context() as m:
+        m.setattr(hourly_asset, "filtered_counts", failing_after_the_writes(hourly_asset.filtered_counts))
+        run(at(0, 6), expect_success=False)
+    assert unit_items_fail_locked()
+    use(monkeypatch, source, warehouse, INCREMENTAL_APP_IDS="web")
+    run(at(0, 7))
+    assert_same_tables(pipeline_tables(warehouse), expected(rows, "web"), "mobile's failed catch-up, mobile taken out")
+    assert unit_items_fail_locked() == []
+
+
+def test_a_removal_failed_after_its_writes_ends_with_the_app_added_back(spark, instance, tmp_path, monkeypatch):
+    rows, source, warehouse = few_rows(), str(tmp_path / "events"), tmp_path / "incremental"
+    hostile.write_source(source, rows)
+    run = runs_until(instance)
+    use(monkeypatch, source, warehouse, INCREMENTAL_APP_IDS="web,mobile")
+    run(at(0, 6))
+
+    # mobile is taken out, the removal fails once its rows are removed; then mobile is added back.
+    use(monkeypatch, source, warehouse, INCREMENTAL_APP_IDS="web")
+    with monkeypatch.context() as m:
+        m.setattr(hourly_asset, "filtered_counts", failing_after_the_writes(hourly_asset.filtered_counts))
+        run(at(0, 6), expect_success=False)
+    use(monkeypatch, source, warehouse, INCREMENTAL_APP_IDS="web,mobile")
+    run(at(0, 7))
+    assert_same_tables(pipeline_tables(warehouse), expected(rows, "web", "mobile"), "mobile's failed removal, added back")

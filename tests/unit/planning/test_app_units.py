@@ -2,7 +2,14 @@
 
 from datetime import datetime, timedelta, timezone
 
-from incremental_assets.planning.app_units import apps_to_catch_up, catch_up_runs, joined, split
+from incremental_assets.planning.app_units import (
+    RecordedHour,
+    apps_to_catch_up,
+    catch_up_record,
+    catch_up_runs,
+    joined,
+    split,
+)
 
 H0 = datetime(2026, 3, 2, tzinfo=timezone.utc)
 HOUR = timedelta(hours=1)
@@ -64,3 +71,15 @@ def test_an_hour_whose_catch_up_failed_waits_alone_for_those_apps():
     everything_locked = catch_up_runs({at(1): web}, BOTH, max_hours_per_run=168, backfill_limit_days=30,
                                       fail_locked=locked)
     assert everything_locked.runs == [] and everything_locked.hours == 1 and everything_locked.blocked
+
+
+def test_a_catch_up_records_what_it_read_only_when_the_other_apps_rows_came_from_the_same():
+    recorded = RecordedHour("f1", "rules", 7, frozenset({"web"}))
+    assert catch_up_record(recorded, "f1", 9, "rules") == ("f1", 9, "rules")
+    # Rows landed, deleted or corrected since the other apps' rows were processed: kept as recorded (due again).
+    assert catch_up_record(recorded, "f2", 9, "rules") == ("f1", 7, "rules")
+    assert catch_up_record(RecordedHour("run-again", "rules", None, None), "f1", 9, "rules") == ("run-again", None,
+                                                                                                  "rules")
+    # An hour never recorded: processed empty, so due for every app once it holds data.
+    assert catch_up_record(None, "f1", 9, "rules") == ("", None, "rules")
+    assert catch_up_record(None, "", 9, "rules") == ("", 9, "rules")
