@@ -56,6 +56,8 @@ DAILY_JOB = "daily_job"
 ATTRIBUTES_JOB = "attributes_job"
 MANIFEST_ADMIN_JOB = "manifest_admin_job"
 PLAN_JOB = "plan_job"
+APPLY_JOB = "apply_job"
+FORGET_JOB = "forget_job"
 MAINTENANCE_JOB = "maintenance_job"
 
 # -- run tags ---------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
 import pyarrow as pa
+from dagster import AssetKey
 
 from incremental_assets.forget import SOURCE, Found, find
 from incremental_assets.ledger import DailyLedger, late_days, recorded_attribute_keys
@@ -291,6 +292,32 @@ def from_json(text: str) -> Plan:
 def record_plan(settings: Settings, plan: Plan, now: datetime) -> None:
     row = {"plan_id": plan.plan_id, "plan": as_json(plan), "recorded_at": now}
     append_arrow(settings.table_path(PLANS), pa.Table.from_pylist([row], schema=PLANS_SCHEMA))
+
+
+# The metadata key of the plan itself on an observation of the `plans` asset.
+PLAN_JSON = "plan_json"
+# Observations of `plans` searched for a run's plan, newest first: it was made just before the run.
+OBSERVED_PLANS_SEARCHED = 200
+
+
+def record_observed_plan(settings: Settings, instance, plan_id: str) -> Plan | None:
+    """Record plan `plan_id` from its observation on the `plans` asset unless it is recorded
+    already: the hourly sensor only shows the plan its run applies (a preview of its tick writes
+    nothing), and the run records it when it starts. None: no observation holds it."""
+    if plan_id in recorded_plan_ids(settings):
+        return None
+    for record in instance.fetch_observations(AssetKey(PLANS), limit=OBSERVED_PLANS_SEARCHED).records:
+        metadata = record.asset_observation.metadata if record.asset_observation else {}
+        if PLAN_JSON in metadata and metadata.get("plan_id") and metadata["plan_id"].value == plan_id:
+            plan = from_json(json.dumps(metadata[PLAN_JSON].value))
+            record_plan(settings, plan, datetime.fromtimestamp(record.timestamp, timezone.utc))
+            return plan
+    return None
+
+
+def recorded_plan_ids(settings: Settings) -> set[str]:
+    table = read_delta_arrow(settings.table_path(PLANS))
+    return set() if table is None else set(table.column("plan_id").to_pylist())
 
 
 def recorded_plan(settings: Settings, plan_id: str) -> Plan:

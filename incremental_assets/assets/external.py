@@ -77,11 +77,12 @@ state_tables = [AssetSpec(name, group_name="pipeline_state", kinds={"delta"}, de
                           owners=OWNERS, metadata=table_metadata(name))
                 for name, (text, writers) in STATE_TABLE_LINEAGE.items()]
 
-# Written by `plan`, plan_job and hourly_load_sensor, not by an asset's step: each plan is observed here.
+# Written by `plan`, plan_job, forget_job and the hourly step (the plan its sensor showed), not by this
+# asset's own step: each plan is observed here.
 plans_table = AssetSpec(
     PLANS, group_name="pipeline_state", kinds={"delta"}, owners=OWNERS, metadata=table_metadata(PLANS),
-    description="Every plan made (`incremental-assets plan`, plan_job, and hourly_load_sensor for each run it "
-                "launches), by id: the load hours, event days, rows and estimated seconds it recomputes, each with "
+    description="Every plan made (`incremental-assets plan`, plan_job, forget_job, and hourly_load_sensor for each "
+                "run it launches, recorded by that run), by id: the load hours, event days, rows and estimated seconds it recomputes, each with "
                 "why. Each observation shows one plan in full; a run applying a plan carries its id "
                 "(incremental/plan_id).")
 

@@ -44,6 +44,7 @@ from incremental_assets.hourly_step import (
 )
 from incremental_assets.names import (
     APP_IDS_TAG,
+    APPLIED_PLAN_TAG,
     BASE_EVENTS,
     EVENT_COPIES,
     FILTERED_COUNTS,
@@ -63,6 +64,7 @@ from incremental_assets.names import (
 from incremental_assets.partitions import hourly_partitions, hours_per_run
 from incremental_assets.planning.app_units import joined, split
 from incremental_assets.planning.hours import hour_key, hours_between
+from incremental_assets.plans import record_observed_plan
 from incremental_assets.progress import recorded_hours, unit_items_fail_locked
 from incremental_assets.sources.reader import require_source
 from incremental_assets.start_moved import remove_rows_before_start
@@ -115,6 +117,7 @@ def hourly_assets(context: AssetExecutionContext, warehouse: WarehouseResource):
     # No source table is a precondition, checked before the claim: nothing is left fail-locked.
     # A source that is there but unreadable fails inside the claim, as any failed read does.
     require_source(warehouse.settings.source)
+    _record_applied_plan(context, warehouse)
     # A catch-up run (its tag names the app ids) replaces those apps' rows of the window alone,
     # and claims the items of that unit: its failure holds back those apps alone.
     app_ids = split(context.run.tags.get(APP_IDS_TAG))
@@ -135,6 +138,14 @@ def hourly_assets(context: AssetExecutionContext, warehouse: WarehouseResource):
         finally:  # written, refused by the check, or failed
             for df in results.materialized:
                 release(df)
+
+
+def _record_applied_plan(context: AssetExecutionContext, warehouse: WarehouseResource) -> None:
+    """The plan the run's tags name, recorded from the hourly sensor's observation if the sensor
+    only showed it: the tick writes nothing, so a preview of it changes nothing."""
+    plan_id = context.run.tags.get(APPLIED_PLAN_TAG)
+    if plan_id and record_observed_plan(warehouse.settings, context.instance, plan_id) is not None:
+        context.log.info(f"plan {plan_id} recorded: this run applies its first range")
 
 
 def _checked_and_written(context: AssetExecutionContext, warehouse: WarehouseResource, results: HourlyResults,

@@ -1,6 +1,7 @@
 """hourly_load_sensor: watch the source (its Delta log: no Spark) and launch one ranged run of
 hourly_job for the oldest load hours whose data differs from what they were processed from.
-Each run applies the first range of a plan the sensor records (`plans`), named by its tags.
+Each run applies the first range of a plan the sensor shows (the `plans` observation), named
+by its tags; the run records it (`plans`) when it starts, so the tick itself writes nothing.
 
 Which hours run is `progress.plan_load_hours`, the rule `incremental-assets run` uses too; the
 truth is the ledger of processed hours, so the sensor keeps no cursor.
@@ -47,7 +48,7 @@ from incremental_assets.names import (
 )
 from incremental_assets.partitions import LOAD_SETTINGS
 from incremental_assets.planning.hours import hour_key, hour_keys, hours_between
-from incremental_assets.plans import due_plan, record_plan
+from incremental_assets.plans import due_plan
 from incremental_assets.process_memory import keep_long_lived_out_of_collections
 from incremental_assets.progress import catch_up_tags, first_load_hour, plan_load_hours
 from incremental_assets.settings import parse_utc_datetime
@@ -120,10 +121,11 @@ def hourly_run_request(warehouse: WarehouseResource, *, now: datetime, instance)
             f"load hours {first} .. {last} failed {len(earlier)} time(s) before claiming anything with this "
             f"data and manifest (last run {earlier[0].run_id}); launched again from {again_at:%Y-%m-%d %H:%M:%S}"))
     run_key = launch if not earlier else f"{launch} attempt-{len(earlier) + 1}"
-    # The run carries out the first range of a plan, recorded as `incremental-assets plan` records
-    # its own: its id on the run names every hour and day due with why, and the estimate.
+    # The run carries out the first range of a plan: its id on the run names every hour and day
+    # due with why, and the estimate. The tick only shows it (on the `plans` observation, which
+    # the daemon stores before it launches the run): a preview of the tick writes nothing, and
+    # the run records the plan when it starts.
     shown = due_plan(settings, now, manifest=manifest, snapshot=snapshot, due=plan)
-    record_plan(settings, shown, now)
     return SensorResult(run_requests=[RunRequest(run_key=run_key, tags={
         RANGE_START_TAG: first, RANGE_END_TAG: last, RUN_STATE_TAG: plan.state.name,
         RUN_LIMITS_TAG: plan.limits(start, end).describe(),

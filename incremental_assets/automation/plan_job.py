@@ -5,26 +5,30 @@ lists them, newest first, each with its id, trigger, hours, days, rows, estimate
 as `plan` prints it. Applying stays with the sensor (what is due) and the CLI (`apply ID`).
 """
 
+import json
 from datetime import date, datetime, timezone
 
 from dagster import AssetObservation, Config, Failure, MetadataValue, OpExecutionContext, job, op
 
 from incremental_assets.names import PLAN_JOB, PLANS
 from incremental_assets.planning.plans import Plan
-from incremental_assets.plans import describe, make_plan, record_plan
+from incremental_assets.plans import PLAN_JSON, as_json, describe, make_plan, record_plan
 from incremental_assets.settings import parse_utc_datetime
 from resources.warehouse import WarehouseResource
 
 
 def plan_observation(plan: Plan) -> AssetObservation:
-    """The plan as an observation of the `plans` asset (a figure the plan lacks is left out)."""
+    """The plan as an observation of the `plans` asset (a figure the plan lacks is left out), with
+    the plan itself (`plan_json`): a run that applies a plan the sensor only showed records it
+    from there (`plans.record_observed_plan`)."""
     figures = {"plan_id": plan.plan_id, "trigger": plan.trigger, "until": plan.until.isoformat(),
                "source_version": plan.source_version, "load_hours": len(plan.hours), "event_days": len(plan.days),
                "runs": plan.runs, "source_rows": plan.rows,
                "estimate_seconds": None if plan.estimate_seconds is None else round(plan.estimate_seconds, 1)}
     return AssetObservation(PLANS, metadata={
         **{name: value for name, value in figures.items() if value is not None},
-        "plan": MetadataValue.md(f"```\n{describe(plan, full=True)}\n```")})
+        "plan": MetadataValue.md(f"```\n{describe(plan, full=True)}\n```"),
+        PLAN_JSON: MetadataValue.json(json.loads(as_json(plan)))})
 
 
 class PlanConfig(Config):

@@ -18,7 +18,8 @@ import json
 from dataclasses import dataclass
 from datetime import date, datetime
 
-from incremental_assets.planning.hours import hour_key
+from incremental_assets.names import ATTRIBUTES_JOB, DAILY_JOB, HOURLY_JOB
+from incremental_assets.planning.hours import HOUR, contiguous_ranges, day_key, hour_key
 
 DUE = "due"  # the trigger of what reconciliation finds due
 RESTATE = "restate"  # the trigger of a restatement: "restate FIRST..LAST"
@@ -196,3 +197,34 @@ def attribute_changes(recorded: set[str] | None, declared: set[str]) -> tuple[st
 
 def _attribute_name(key: str) -> str:
     return key.rpartition("@")[0]
+
+
+@dataclass(frozen=True)
+class RunToLaunch:
+    """One run of a plan launched from a job: an hourly range of load hours (hour keys) or a
+    daily range of event days (day keys); first and last None for a run without partitions."""
+
+    job: str
+    first: str | None = None
+    last: str | None = None
+
+
+def runs_to_launch(plan: Plan, max_hours_per_run: int) -> list[RunToLaunch]:
+    """The runs that start `plan` when a job applies it (they are launched for it, not run in
+    its process): its load hours, a run per contiguous stretch cut at max_hours_per_run, oldest
+    first; without load hours, its event days, a daily run per contiguous range; with neither,
+    one attributes run when the declared attributes changed. The event days after load hours,
+    and attributes after days, follow from the sensors that watch the ledgers and the runs."""
+    if plan.hours:
+        stretches: list[list[datetime]] = []
+        for hour in (h.hour for h in plan.hours):
+            stretch = stretches[-1] if stretches else None
+            if stretch and hour == stretch[-1] + HOUR and len(stretch) < max_hours_per_run:
+                stretch.append(hour)
+            else:
+                stretches.append([hour])
+        return [RunToLaunch(HOURLY_JOB, hour_key(s[0]), hour_key(s[-1])) for s in stretches]
+    if plan.days:
+        return [RunToLaunch(DAILY_JOB, day_key(first), day_key(last))
+                for first, last in contiguous_ranges(d.day for d in plan.days)]
+    return [RunToLaunch(ATTRIBUTES_JOB)] if plan.attributes else []

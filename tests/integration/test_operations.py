@@ -1,7 +1,9 @@
 """Operating the pipeline: a failed run leaves a fail-locked item, `incremental-assets limits`
 reports it, `manifest resolve` (CLI or manifest_admin_job) releases it, the next run proceeds;
-plan_job makes a plan from the UI and shows it on the `plans` asset."""
+plan_job makes a plan from the UI and shows it on the `plans` asset; forget_job plans an erasure
+(by default) or records it."""
 
+import os
 from datetime import date, datetime, timezone
 
 import pytest
@@ -153,3 +155,42 @@ def test_plan_job_records_a_plan_and_shows_it_on_the_plans_asset(dagster_home, t
     assert not refused.success
     (failure,) = [e for e in refused.all_events if e.is_step_failure]
     assert "restate_first='2026-13-01' is not a date" in failure.event_specific_data.error.message
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_forget_job_plans_by_default_and_records_the_erasure_without_dry_run(lake, dagster_home, monkeypatch):
+    from dagster import DagsterEventType
+
+    from incremental_assets.definitions import defs
+    from incremental_assets.names import APPLIED_PLAN_TAG, ERASURE_REQUESTS
+    from tests.delta_reads import read_pandas
+
+    monkeypatch.setenv("INCREMENTAL_SOURCE_PATH", lake)
+    user = read_pandas(lake, ["domain_userid"]).domain_userid.dropna().iloc[0]
+    job, instance = defs.resolve_job_def("forget_job"), DagsterInstance.get()
+
+    def forget(**config):
+        return job.execute_in_process(run_config={"ops": {"forget_op": {"config": {"until": UNTIL, **config}}}},
+                                      instance=instance, raise_on_error=False)
+
+    def erasure_states() -> list[str]:
+        path = Settings.load().table_path(ERASURE_REQUESTS)
+        return sorted(read_pandas(path, ["state"]).state) if os.path.exists(path) else []
+
+    dry = forget(ids=[user])  # dry_run defaults to true: the plan alone
+    assert dry.success and erasure_states() == []
+    (observed,) = instance.get_records_for_run(dry.run_id, of_type=DagsterEventType.ASSET_OBSERVATION).records
+    plan = plans.recorded_plan(Settings.load(), observed.asset_observation.metadata["plan_id"].value)
+    assert plan.erasure is not None and APPLIED_PLAN_TAG not in instance.get_run_by_id(dry.run_id).tags
+
+    applied = forget(ids=[user], dry_run=False, note="ticket")
+    assert applied.success
+    # Nothing processed yet holds the id: the request is recorded and complete at once.
+    assert erasure_states() == ["COMPLETED", "REQUESTED"]
+    assert instance.get_run_by_id(applied.run_id).tags[APPLIED_PLAN_TAG] == plan.plan_id
+
+    refused = forget(ids=[user, " "], column="user_id")
+    assert not refused.success
+    (failure,) = [e for e in refused.all_events if e.is_step_failure]
+    assert "ids[1]=' '" in failure.event_specific_data.error.message

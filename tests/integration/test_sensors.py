@@ -26,6 +26,7 @@ from incremental_assets.names import (
     HOUR_LEDGER,
     HOURLY_ASSETS,
     PLAN_TAG,
+    PLANS,
     PRIORITY_TAG,
     RANGE_END_TAG,
     RANGE_START_TAG,
@@ -129,7 +130,7 @@ def test_new_hours_run_once_and_hours_whose_files_change_run_again_however_old(e
     assert request.tags["incremental/run_state"] == "FIRST_RUN"
     assert "new data in 4 hour(s) from 2026-01-05-00:00" in request.tags["incremental/reason"]
     # The run applies a plan the sensor recorded: every hour due with why and its source rows.
-    shown = plans.recorded_plan(Settings.load(), request.tags[APPLIED_PLAN_TAG])
+    shown = launched_plan(instance, first)
     assert [(h.hour, h.reason, h.rows) for h in shown.hours] == [(at(h), "new", 1) for h in range(4)]
     assert shown.until == at(4.5) and [d.day for d in shown.days] == [DAY.date()]
     # ... and shows it on the `plans` asset, as the UI lists plans.
@@ -154,7 +155,7 @@ def test_new_hours_run_once_and_hours_whose_files_change_run_again_however_old(e
     rerun = tick(instance, monkeypatch, at(9.3))
     assert hours_of(rerun) == (key(at(1)), key(at(1)))
     assert "changed in 1 hour(s) from 2026-01-05-01:00" in rerun.run_requests[0].tags["incremental/reason"]
-    shown = plans.recorded_plan(Settings.load(), rerun.run_requests[0].tags[APPLIED_PLAN_TAG])
+    shown = launched_plan(instance, rerun)
     assert [(h.hour, h.reason, h.rows) for h in shown.hours] == [(at(1), "changed", 2)]
 
     # The source asset is observed for the hours each request launches, the hour's
@@ -171,6 +172,37 @@ def test_new_hours_run_once_and_hours_whose_files_change_run_again_however_old(e
     assert columns["load_tstamp"].startswith("timestamp") and "event_id" in columns
 
 
+def plans_version() -> int | None:
+    path = Settings.load().table_path(PLANS)
+    return DeltaTable(path).version() if DeltaTable.is_deltatable(path) else None
+
+
+def test_a_preview_of_the_tick_writes_no_plan(env, monkeypatch):
+    """The UI's "Test sensor" evaluates the tick as the daemon does: the plan it would apply is
+    only shown (on the `plans` observation), never recorded by the evaluation."""
+    source, instance = env
+    add_loads(source, at(0.2), at(1.5))
+    before = plans_version()
+
+    preview = tick(instance, monkeypatch, at(2.5))
+    assert hours_of(preview) == (key(at(0)), key(at(1)))
+    assert plans_version() == before
+    # A real tick: the daemon stores the observation, then the run records the plan at its start.
+    shown = launched_plan(instance, preview)
+    assert shown.plan_id == preview.run_requests[0].tags[APPLIED_PLAN_TAG]
+    assert plans.record_observed_plan(Settings.load(), instance, shown.plan_id) is None  # recorded once
+
+
+def launched_plan(instance, result) -> plans.Plan:
+    """What follows a real tick: the daemon stores its observations, then the run it launched
+    records the plan its tags name when it starts (as the hourly step does); the plan as recorded."""
+    for event in result.asset_events:
+        instance.report_runless_asset_event(event)
+    plan_id = result.run_requests[0].tags[APPLIED_PLAN_TAG]
+    plans.record_observed_plan(Settings.load(), instance, plan_id)
+    return plans.recorded_plan(Settings.load(), plan_id)
+
+
 def test_an_app_added_catches_up_after_the_hours_due_for_every_app(env, monkeypatch):
     source, instance = env
     monkeypatch.setenv("INCREMENTAL_APP_IDS", "web,mobile")
@@ -181,7 +213,7 @@ def test_an_app_added_catches_up_after_the_hours_due_for_every_app(env, monkeypa
     present = tick(instance, monkeypatch, at(3.1))
     assert hours_of(present) == (key(at(2)), key(at(2)))
     assert APP_IDS_TAG not in present.run_requests[0].tags
-    shown = plans.recorded_plan(Settings.load(), present.run_requests[0].tags[APPLIED_PLAN_TAG])
+    shown = launched_plan(instance, present)
     assert [(h.hour, h.reason) for h in shown.hours] == [(at(0), "app(s) mobile added"),
                                                          (at(1), "app(s) mobile added"), (at(2), "new")]
 
@@ -413,7 +445,12 @@ def test_sensors_drive_the_jobs_hour_by_hour(env, monkeypatch, generated_events)
 
     first = tick(instance, monkeypatch, at(6.5))
     assert hours_of(first) == (key(at(0)), key(at(5)))
+    for event in first.asset_events:  # stored by the daemon before it launches the run
+        instance.report_runless_asset_event(event)
     execute("hourly_job", instance, first.run_requests[0])
+    # The run recorded the plan the tick only showed, under the id its tags carry.
+    applied = plans.recorded_plan(Settings.load(), first.run_requests[0].tags[APPLIED_PLAN_TAG])
+    assert [h.hour for h in applied.hours] == [at(h) for h in range(6)]
 
     # The ledger now holds unaccounted rows: the days they fall on are planned and rebuilt.
     open_days = {day for day, _ in unaccounted(Settings.load())}

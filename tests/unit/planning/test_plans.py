@@ -11,8 +11,10 @@ from incremental_assets.planning.plans import (
     PlannedDay,
     PlannedErasure,
     PlannedHour,
+    RunToLaunch,
     attribute_changes,
     hour_reasons,
+    runs_to_launch,
     why_plan_moved,
     widened_days,
 )
@@ -120,3 +122,16 @@ def test_an_erasure_runs_its_hours_again_and_rebuilds_only_the_days_its_sessions
         date(2026, 2, 28): "erasure", date(2026, 3, 2): "load hour 2026-03-02-23", date(2026, 3, 3): "widened from load day 2026-03-02"}
     moved = why_plan_moved(plan(erasure=ERASURE), plan(erasure=PlannedErasure(ERASURE.ids, (("base_events", 5),), 2)))
     assert moved == "the rows holding the erased ids changed since the plan: plan again"
+
+
+def test_a_plan_applied_from_a_job_launches_its_hours_in_stretches_else_its_days_else_attributes():
+    hours = tuple(PlannedHour(H0 + n * HOUR, "new", 1) for n in (0, 1, 2, 5))
+    assert runs_to_launch(plan(hours=hours), max_hours_per_run=2) == [
+        RunToLaunch("hourly_job", "2026-03-02-22:00", "2026-03-02-23:00"),
+        RunToLaunch("hourly_job", "2026-03-03-00:00", "2026-03-03-00:00"),
+        RunToLaunch("hourly_job", "2026-03-03-03:00", "2026-03-03-03:00")]
+    days = tuple(PlannedDay(date(2026, 3, d), "restated") for d in (1, 2, 4))
+    assert runs_to_launch(plan(hours=(), days=days), max_hours_per_run=2) == [
+        RunToLaunch("daily_job", "2026-03-01", "2026-03-02"), RunToLaunch("daily_job", "2026-03-04", "2026-03-04")]
+    assert runs_to_launch(plan(hours=(), days=(), attributes=("added a",)), 2) == [RunToLaunch("attributes_job")]
+    assert runs_to_launch(plan(hours=(), days=()), 2) == []
