@@ -107,10 +107,14 @@ class RunTally:
                  f"{tally.runs_done}/{tally.runs} runs" + (f" ({tally.failed} failed)" if tally.failed else ""),
                  *([f"{tally.submitted} submitted to the queue"] if tally.submitted else []),
                  *([f"{tally.rows:,} rows written"] if tally.rows is not None else []),
-                 f"{clock_text((self.clock() if tally.ended_at is None else tally.ended_at) - self.started_at)} elapsed",
+                 f"{clock_text(self.elapsed(tally))} elapsed",
                  "done" if left == 0 else "estimate after the first run" if left is None
                  else f"{describe_duration(left)} left"]
         return ", ".join(parts)
+
+    def elapsed(self, tally: StepTally) -> float:
+        """Seconds since the command started, until the step's planned work was done."""
+        return (self.clock() if tally.ended_at is None else tally.ended_at) - self.started_at
 
     def line(self, step: str) -> str:
         plan = f" (plan {self.plan_id})" if self.plan_id else ""
