@@ -63,6 +63,17 @@ def _instance(ephemeral: bool, submit: bool = False):
     return DagsterInstance.get()
 
 
+def _progress_display(settings):
+    """What a command that runs jobs shows while they run (`progress_display`): live on a
+    terminal, plain lines elsewhere, its estimate from the hourly step's recorded cost."""
+    from incremental_assets.planning.estimates import fit_step_cost
+    from incremental_assets.progress import recent_step_samples
+    from incremental_assets.progress_display import progress_display
+    from resources.manifest import ManifestStore
+
+    return progress_display(cost=fit_step_cost(recent_step_samples(ManifestStore.of(settings))))
+
+
 def cmd_generate(args) -> int:
     from incremental_assets.sources.generator import generate_events
     from resources.spark import get_spark
@@ -87,8 +98,10 @@ def cmd_run(args) -> int:
     from incremental_assets.runner import run_until
     from incremental_assets.settings import Settings
 
-    Settings.load()  # a bad setting stops here, before _instance() creates DAGSTER_HOME
-    report = run_until(args.until, instance=_instance(args.ephemeral_instance, args.submit), submit=args.submit)
+    settings = Settings.load()  # a bad setting stops here, before _instance() creates DAGSTER_HOME
+    instance = _instance(args.ephemeral_instance, args.submit)
+    with _progress_display(settings) as display:
+        report = run_until(args.until, instance=instance, submit=args.submit, echo=display.echo, observer=display)
     print(report.summary())
     return 0 if report.success else 1
 
@@ -99,9 +112,11 @@ def cmd_backfill(args) -> int:
 
     if args.end < args.start:
         raise ValueError(f"--end {args.end} is before --start {args.start}")
-    Settings.load()  # a bad setting stops here, before _instance() creates DAGSTER_HOME
-    report = backfill(args.start, args.end, instance=_instance(args.ephemeral_instance, args.submit),
-                      submit=args.submit)
+    settings = Settings.load()  # a bad setting stops here, before _instance() creates DAGSTER_HOME
+    instance = _instance(args.ephemeral_instance, args.submit)
+    with _progress_display(settings) as display:
+        report = backfill(args.start, args.end, instance=instance, submit=args.submit, echo=display.echo,
+                          observer=display)
     print(report.summary())
     return 0 if report.success else 1
 
@@ -131,7 +146,9 @@ def cmd_apply(args) -> int:
     from incremental_assets.settings import Settings
 
     settings = Settings.load()
-    report = apply_plan(settings, args.plan_id, instance=_instance(args.ephemeral_instance))
+    instance = _instance(args.ephemeral_instance)
+    with _progress_display(settings) as display:
+        report = apply_plan(settings, args.plan_id, instance=instance, echo=display.echo, observer=display)
     print(report.summary())
     return 0 if report.success else 1
 
@@ -188,7 +205,10 @@ def cmd_forget(args) -> int:
         print(found.describe().splitlines()[-1])
     if args.dry_run:
         return 0
-    report = apply_erasure(settings, plan, tables, instance=_instance(args.ephemeral_instance), note=args.note)
+    instance = _instance(args.ephemeral_instance)
+    with _progress_display(settings) as display:
+        report = apply_erasure(settings, plan, tables, instance=instance, note=args.note, echo=display.echo,
+                               observer=display)
     print(report.summary())
     return 0 if report.success else 1
 

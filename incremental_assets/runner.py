@@ -26,6 +26,7 @@ from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Callable, Collection, Iterable
 
+from dagster import AssetKey
 from dagster._cli.job import execute_launch_command
 from dagster._cli.workspace.cli_target import WorkspaceOpts
 from dagster._core.definitions.reconstruct import ReconstructableRepository
@@ -50,6 +51,7 @@ from incremental_assets.names import (
     APPLIED_PLAN_TAG,
     AS_OF_TAG,
     ATTRIBUTES_JOB,
+    BASE_EVENTS,
     DAILY_AGGREGATES,
     DAILY_JOB,
     HOURLY_JOB,
@@ -76,6 +78,14 @@ from incremental_assets.progress import (
     last_event_day,
     plan_next_run,
 )
+from incremental_assets.run_events import (
+    ATTRIBUTES_STEP,
+    DAILY_STEP,
+    HOURLY_STEP,
+    UNOBSERVED,
+    JobRun,
+    RunObserver,
+)
 from incremental_assets.settings import Settings
 from incremental_assets.sources.reader import require_source
 from resources.manifest import ManifestStore
@@ -93,17 +103,6 @@ MAX_PLANS = 1000
 # that by default: execute_job prints one line per failed step (the trace stays in the run's
 # event log, in the UI). INCREMENTAL_LOG_LEVEL=WARNING shows Dagster's console log again.
 CONSOLE_LOG_LEVEL = os.environ.get("INCREMENTAL_LOG_LEVEL", "CRITICAL")
-
-
-@dataclass(frozen=True)
-class JobRun:
-    job: str
-    run_id: str
-    success: bool
-    failures: tuple[str, ...] = ()  # one line per failed step
-    seconds: float = 0.0
-    submitted: bool = False  # handed to the instance's queue; it runs elsewhere, later
-
 
 @dataclass
 class RunReport:
@@ -145,13 +144,14 @@ def execute_job(job_name: str, *, instance, tags: dict[str, str] | None = None,
     result = execute_with_origin(job_name, instance, tags=tags,
                                  run_config={"loggers": {"console": {"config": {"log_level": CONSOLE_LOG_LEVEL}}}})
     failures = tuple(step_failure_lines(result.all_events))
+    rows = rows_written(result.all_events, ROWS_ASSET[job_name]) if job_name in ROWS_ASSET else None
     seconds = time.monotonic() - started
     if not result.success:
         echo(f"  {job_name} failed (run {result.run_id}): {'; '.join(failures) or 'see the run log'}")
     else:
         span = f" {partitions[0]} .. {partitions[1]}" if partitions else ""
         echo(f"  {job_name}{span}: ok in {seconds:.0f} s (run {result.run_id})")
-    run = JobRun(job_name, result.run_id, result.success, failures, seconds)
+    run = JobRun(job_name, result.run_id, result.success, failures, seconds, rows=rows)
     del result
     release_jvm_references()
     return run
@@ -216,30 +216,62 @@ def step_failure_lines(events) -> list[str]:
     return [failure_line(e.event_specific_data.error) for e in events if e.is_step_failure]
 
 
+# The asset whose partitions' row counts are a run's rows: what its hours or days hold once written.
+ROWS_ASSET = {HOURLY_JOB: BASE_EVENTS, DAILY_JOB: DAILY_AGGREGATES}
+# A catch-up run's partition counts are its apps' rows alone, under their own name.
+ROW_COUNT_KEYS = ("dagster/partition_row_count", "rows_of_these_app_ids")
+
+
+def rows_written(events, asset: str) -> int | None:
+    """The rows of `asset`'s partitions that a run's materializations count; None: none counted."""
+    counts = [value.value for event in events
+              if event.is_step_materialization and event.asset_key == AssetKey(asset)
+              for key, value in event.step_materialization_data.materialization.metadata.items()
+              if key in ROW_COUNT_KEYS]
+    return sum(counts) if counts else None
+
+
 def _record(report: RunReport, run: JobRun) -> bool:
     report.runs.append(run)
     return run.success
 
 
+def _observed(report: RunReport, observer: RunObserver, step: str, units: int, run_job: Callable[..., JobRun],
+              job_name: str, **kwargs) -> bool:
+    """One run of `step` over `units` load hours or event days, its start and end told to `observer`."""
+    observer.started(step, kwargs.get("partitions"))
+    run = run_job(job_name, **kwargs)
+    observer.finished(step, units, run)
+    return _record(report, run)
+
+
 def run_days_and_attributes(days: Iterable[date], *, instance, report: RunReport, tags: dict[str, str],
-                            echo: Echo) -> None:
+                            echo: Echo, observer: RunObserver = UNOBSERVED) -> None:
     """The event days, a run per contiguous range, then attributes. A failed range waits alone
     (its days fail-locked): the other ranges run, and attributes follow what they rebuilt."""
     days = sorted(days)
     report.rebuilt_days += days
     ranges = contiguous_ranges(days)
+    observer.planned(DAILY_STEP, len(days), len(ranges))
     rebuilt = 0
     for number, (first, last) in enumerate(ranges, 1):
         echo(f"  daily_aggregates: {first} .. {last}")
         launch = {RUN_STATE_TAG: tags.get(RUN_STATE_TAG, "LATE_DAYS"),
                   RUN_LIMITS_TAG: f"incremental-assets: event days {first} .. {last}, run {number} of {len(ranges)}"}
-        rebuilt += _record(report, execute_job(DAILY_JOB, instance=instance, tags={**tags, **launch}, echo=echo,
-                                               partitions=(day_key(first), day_key(last))))
+        rebuilt += _observed(report, observer, DAILY_STEP, (last - first).days + 1, execute_job, DAILY_JOB,
+                             instance=instance, tags={**tags, **launch}, echo=echo,
+                             partitions=(day_key(first), day_key(last)))
     if not rebuilt:
         return
     echo("  attributes: recompute")
-    _record(report, execute_job(ATTRIBUTES_JOB, instance=instance, tags=attributes_tags(tags, "after the event days"),
-                                echo=echo))
+    run_attributes(report, observer, instance=instance, tags=attributes_tags(tags, "after the event days"), echo=echo)
+
+
+def run_attributes(report: RunReport, observer: RunObserver, *, instance, tags: dict[str, str], echo: Echo) -> None:
+    """One attributes run (a step of one run, whatever its users)."""
+    observer.planned(ATTRIBUTES_STEP, 1, 1)
+    _observed(report, observer, ATTRIBUTES_STEP, 1, execute_job, ATTRIBUTES_JOB, instance=instance, tags=tags,
+              echo=echo)
 
 
 def attributes_tags(tags: dict[str, str], why: str) -> dict[str, str]:
@@ -249,7 +281,8 @@ def attributes_tags(tags: dict[str, str], why: str) -> dict[str, str]:
 
 
 def run_until(until: datetime, *, instance, echo: Echo = print, submit: bool = False,
-              tags: dict[str, str] | None = None, only: Collection[datetime] | None = None) -> RunReport:
+              tags: dict[str, str] | None = None, only: Collection[datetime] | None = None,
+              observer: RunObserver = UNOBSERVED) -> RunReport:
     """Do in this process what the daemon would do at time `until`: every due load hour (oldest
     first, `backfill_limit_days` at a time), then the event days the ledger calls for, then
     attributes as of `until`'s day. With `submit`, the hourly runs of the first plan are
@@ -285,6 +318,7 @@ def run_until(until: datetime, *, instance, echo: Echo = print, submit: bool = F
             runs = _within(runs, set(only) - ran)
             if not runs:
                 break
+        observer.planned(HOURLY_STEP, sum((end - start) // HOUR for start, end, _, _ in runs), len(runs))
         for start, end, app_ids, reason in runs:
             limits = plan.limits(start, end)
             report.limits, report.hours = limits, (start, end)
@@ -294,8 +328,8 @@ def run_until(until: datetime, *, instance, echo: Echo = print, submit: bool = F
             run_tags = {**tags, RUN_STATE_TAG: limits.state.name, RUN_LIMITS_TAG: limits.describe(),
                         REASON_TAG: reason, **catch_up_tags(app_ids)}
             run_job = submit_job if submit else execute_job
-            if not _record(report, run_job(HOURLY_JOB, instance=instance, tags=run_tags, echo=echo,
-                                           partitions=(first, last))):
+            if not _observed(report, observer, HOURLY_STEP, (end - start) // HOUR, run_job, HOURLY_JOB,
+                             instance=instance, tags=run_tags, echo=echo, partitions=(first, last)):
                 return report
             if app_ids is not None:
                 caught_up.add((start, app_ids))
@@ -306,7 +340,7 @@ def run_until(until: datetime, *, instance, echo: Echo = print, submit: bool = F
         ran.update(plan.hours.hours if only is None else (h for run in runs for h in hours_between(*run[:2])))
     if report.refused and report.runs:
         echo(f"  {HOURLY_JOB} not run for some hours: {report.refused}")
-    late_days_and_attributes(settings, instance=instance, report=report, tags=tags, echo=echo)
+    late_days_and_attributes(settings, instance=instance, report=report, tags=tags, echo=echo, observer=observer)
     return report
 
 
@@ -317,7 +351,7 @@ def _within(runs: list[tuple], allowed: set[datetime]) -> list[tuple]:
 
 
 def late_days_and_attributes(settings: Settings, *, instance, report: RunReport, tags: dict[str, str],
-                             echo: Echo, also: Iterable[date] = ()) -> None:
+                             echo: Echo, also: Iterable[date] = (), observer: RunObserver = UNOBSERVED) -> None:
     """The event days the daily ledger calls for (and `also`), rebuilt; then attributes (also
     when no day is rebuilt but users are still queued for it, or the declared attributes changed)."""
     late = plan_late_days(settings)
@@ -338,17 +372,19 @@ def late_days_and_attributes(settings: Settings, *, instance, report: RunReport,
         report.refused = "; ".join(filter(None, [report.refused, f"{len(blocked)} event day(s) fail-locked"]))
         days -= set(blocked)
     if days:
-        run_days_and_attributes(sorted(days), instance=instance, report=report, tags=tags, echo=echo)
+        run_days_and_attributes(sorted(days), instance=instance, report=report, tags=tags, echo=echo,
+                                observer=observer)
         return
     why = ("for users queued by an earlier run" if users_queued(settings)
            else "for the declared attributes, changed" if declared_attributes_changed(settings) else None)
     if why:
         echo(f"  attributes: {why}")
-        _record(report, execute_job(ATTRIBUTES_JOB, instance=instance, tags=attributes_tags(tags, why), echo=echo))
+        run_attributes(report, observer, instance=instance, tags=attributes_tags(tags, why), echo=echo)
 
 
 def backfill(start: date, end: date, *, instance, echo: Echo = print, now: datetime | None = None,
-             submit: bool = False, tags: dict[str, str] | None = None) -> RunReport:
+             submit: bool = False, tags: dict[str, str] | None = None,
+             observer: RunObserver = UNOBSERVED) -> RunReport:
     """Rebuild loads of days [start, end] in every asset (whatever the ledger says; one hourly
     run per max_hours_per_run hours, oldest first), then the event days they touch and
     [start, end], then attributes. With `submit`, the hourly runs are submitted to the
@@ -369,11 +405,13 @@ def backfill(start: date, end: date, *, instance, echo: Echo = print, now: datet
     # Oldest first, at most max_hours_per_run hours a run: a run's memory follows its hours.
     chunks = split_ranges([(first_hour, end_hour)], settings.max_hours_per_run)
     run_job = submit_job if submit else execute_job
+    observer.planned(HOURLY_STEP, (end_hour - first_hour) // HOUR, len(chunks))
     for number, (chunk_start, chunk_end) in enumerate(chunks, 1):
         first, last = hour_keys(chunk_start, chunk_end)
-        echo(f"run {number}/{len(chunks)}: load hours {first} .. {last} ({(chunk_end - chunk_start) // HOUR} h)")
-        if not _record(report, run_job(HOURLY_JOB, instance=instance, tags=tags, echo=echo,
-                                       partitions=(first, last))):
+        hours = (chunk_end - chunk_start) // HOUR
+        echo(f"run {number}/{len(chunks)}: load hours {first} .. {last} ({hours} h)")
+        if not _observed(report, observer, HOURLY_STEP, hours, run_job, HOURLY_JOB, instance=instance, tags=tags,
+                         echo=echo, partitions=(first, last)):
             return report
     if submit:
         return report
@@ -382,33 +420,38 @@ def backfill(start: date, end: date, *, instance, echo: Echo = print, now: datet
     # Daily partitions exist from start_date through today, or the partitions' end: nothing
     # outside them is rebuilt.
     days = {d for d in touched | requested if settings.start_date.date() <= d <= last_event_day(settings, now)}
-    late_days_and_attributes(settings, instance=instance, report=report, tags=tags, echo=echo, also=days)
+    late_days_and_attributes(settings, instance=instance, report=report, tags=tags, echo=echo, also=days,
+                             observer=observer)
     return report
 
 
-def apply_plan(settings: Settings, plan_id: str, *, instance, echo: Echo = print) -> RunReport:
+def apply_plan(settings: Settings, plan_id: str, *, instance, echo: Echo = print,
+               observer: RunObserver = UNOBSERVED) -> RunReport:
     """Run plan `plan_id` as it was shown (`incremental-assets plan`): its load hours alone, at
     its time, then its days and attributes, every run tagged with its id; refused
     (plans.PlanRefused) when it no longer describes what would run."""
     tables = _tables(settings) if recorded_plan(settings, plan_id).erasure else None
     plan = plan_to_apply(settings, plan_id, instance=instance, tables=tables)
     if tables is not None:
-        return apply_erasure(settings, plan, tables, instance=instance, echo=echo)
+        return apply_erasure(settings, plan, tables, instance=instance, echo=echo, observer=observer)
     echo(f"applying plan {plan_id}: {len(plan.hours)} load hour(s), {len(plan.days)} event day(s)")
+    observer.applying(plan_id)
     tags = {APPLIED_PLAN_TAG: plan_id}
     if plan.restated_days is None:
-        return run_until(plan.until, instance=instance, echo=echo, tags=tags, only={h.hour for h in plan.hours})
+        return run_until(plan.until, instance=instance, echo=echo, tags=tags, only={h.hour for h in plan.hours},
+                         observer=observer)
     if plan.restated_asset == DAILY_AGGREGATES:
         report = RunReport()
         tags = {**tags, RUN_STATE_TAG: "RESTATE", AS_OF_TAG: plan.until.date().isoformat()}
-        run_days_and_attributes([d.day for d in plan.days], instance=instance, report=report, tags=tags, echo=echo)
+        run_days_and_attributes([d.day for d in plan.days], instance=instance, report=report, tags=tags, echo=echo,
+                                observer=observer)
         return report
     first, last = plan.restated_days
-    return backfill(first, last, instance=instance, echo=echo, now=plan.until, tags=tags)
+    return backfill(first, last, instance=instance, echo=echo, now=plan.until, tags=tags, observer=observer)
 
 
 def apply_erasure(settings: Settings, plan: Plan, tables: TableStore, *, instance, echo: Echo = print,
-                  note: str = "", now: datetime | None = None) -> RunReport:
+                  note: str = "", now: datetime | None = None, observer: RunObserver = UNOBSERVED) -> RunReport:
     """Run an erasure's plan (`plans.plan_erasure`): record the request (`forget.request_erasure`,
     which makes the hours holding the ids due), run what is due at the plan's time, then record
     the erasure COMPLETED once no table holds the ids. An erasure the runs leave incomplete (a
@@ -417,7 +460,9 @@ def apply_erasure(settings: Settings, plan: Plan, tables: TableStore, *, instanc
                               now=now or datetime.now(timezone.utc),
                               note="; ".join(filter(None, [f"plan {plan.plan_id}", note])))
     echo(f"erasure {request.request_id} recorded (plan {plan.plan_id})\n{request.found.describe()}")
-    report = run_until(plan.until, instance=instance, echo=echo, tags={APPLIED_PLAN_TAG: plan.plan_id})
+    observer.applying(plan.plan_id)
+    report = run_until(plan.until, instance=instance, echo=echo, tags={APPLIED_PLAN_TAG: plan.plan_id},
+                       observer=observer)
     left = complete_erasure(settings, tables, request, now=now or datetime.now(timezone.utc))
     if left.rows_in_tables:
         report.refused = (f"erasure {request.request_id} not complete: {left.describe().splitlines()[0]}; the next "

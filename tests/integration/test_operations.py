@@ -10,11 +10,13 @@ import pytest
 from dagster import DagsterInstance
 
 from incremental_assets import cli, plans
+from incremental_assets.names import BASE_EVENTS
 from incremental_assets.planning.processing_manifest import ItemStatus, State
 from incremental_assets.settings import Settings
 from incremental_assets.skipped_hours import skipped_hours
 from resources.manifest import ManifestStore
 from resources.manifest_items import item_id
+from tests.delta_reads import read_table
 
 DAY = date(2026, 1, 5)
 UNTIL = "2026-01-05T01:30:00Z"  # one closed load hour: 00:00
@@ -79,8 +81,14 @@ def test_a_failed_item_is_reported_resolved_and_the_next_run_proceeds(lake, dags
     assert "resolved" in capsys.readouterr().out
     assert status(ITEM) is ItemStatus.READY
 
+    capsys.readouterr()
     assert cli.main(["run", "--until", UNTIL]) == 0
     assert ManifestStore.of(Settings.load()).states([ITEM])[ITEM].last.state is State.PROCESSED
+    # Off a terminal, a plain line of figures per finished run: the hour's rows are base_events'.
+    shown = capsys.readouterr().out
+    rows = read_table(Settings.load().table_path(BASE_EVENTS)).num_rows
+    assert f"progress: hourly: 1/1 load hours, 1/1 runs, {rows:,} rows written, " in shown, shown
+    assert "progress: daily: 1/1 event days, 1/1 runs, " in shown and "progress: attributes: 1/1 runs, " in shown
     assert cli.main(["limits", "--now", UNTIL]) == 0
     report = capsys.readouterr().out
     assert "need attention" not in report

@@ -15,6 +15,7 @@ from incremental_assets.names import APPLIED_PLAN_TAG, ATTRIBUTES, BASE_EVENTS, 
 from incremental_assets.planning.default_attributes import DEFAULT_ATTRIBUTES
 from incremental_assets.planning.processing_manifest import State
 from incremental_assets.progress import current_snapshot
+from incremental_assets.progress_display import PlainDisplay, RunTally
 from incremental_assets.settings import Settings
 from resources.manifest import ManifestStore
 from tests.delta_reads import read_table
@@ -79,9 +80,17 @@ def test_a_plan_lists_what_its_apply_runs_and_is_refused_once_the_source_moves(s
     # Planned again, applied: the hours it processes are the hours listed, no more, no fewer.
     plan = plans.make_plan(settings, at(3, 11))
     plans.record_plan(settings, plan, at(3, 11))
-    report = runner.apply_plan(settings, plan.plan_id, instance=instance, echo=quiet)
+    lines = []
+    display = PlainDisplay(RunTally(cost=None, clock=lambda: 0.0), lines.append)
+    report = runner.apply_plan(settings, plan.plan_id, instance=instance, echo=display.echo, observer=display)
     assert report.success, report.runs
     assert hours_written_by(settings, report) == {h.hour for h in plan.hours}
+    # Its progress names the plan, and the rows its hourly runs wrote are those base_events holds.
+    progress = [line for line in lines if line.startswith("progress")]
+    assert progress and all(line.startswith(f"progress (plan {plan.plan_id}): ") for line in progress), lines
+    hourly_rows = sum(run.rows for run in report.runs if run.job == "hourly_job")
+    assert hourly_rows == read_table(settings.table_path(BASE_EVENTS)).num_rows > 0
+    assert f"{hourly_rows:,} rows written" in [line for line in progress if ": hourly: " in line][-1]
     assert set(plan.days) and {d.day for d in plan.days} <= set(report.rebuilt_days)
     # Every run it launched carries the plan's id.
     assert {instance.get_run_by_id(run.run_id).tags[APPLIED_PLAN_TAG] for run in report.runs} == {plan.plan_id}
