@@ -67,7 +67,11 @@ class DailyResults:
 
 def aggregate_days(warehouse: WarehouseResource, first_day: date, end_day: date, run_id: str) -> DailyResults:
     tables = warehouse.tables
-    filtered = tables.read_range(FILTERED_EVENTS, "event_date", first_day, end_day)
+    # One snapshot for the daily rows, the states and the ledger: the ledger is computed when it
+    # is written, after the table, and an unpinned Spark read would see the rows an hourly run
+    # committed meanwhile (recorded as aggregated, the day would never be rebuilt for them).
+    filtered = tables.read_path_range(tables.path(FILTERED_EVENTS), "event_date", first_day, end_day,
+                                      version=tables.version(FILTERED_EVENTS))
     declared = from_states(warehouse.settings.declared_attributes())
     check_properties(filtered.schema, declared)
     daily = materialized(daily_aggregates(filtered))
