@@ -8,8 +8,8 @@
   With declared attributes, also their states for these days (written before the table).
 - `attributes_update`: attributes as of a day. Recomputed in full when there is no table yet,
   the day moved, the declared attributes changed, or `run_type=full`; otherwise only the
-  queued users (`incremental`), or the window metrics of everyone and the new users
-  (`last_n_days`). A declared attribute new to the table first gets the states of every day.
+  queued users (`incremental`), or the window metrics of everyone, and the new and the
+  queued users whole (`last_n_days`). A declared attribute new to the table first gets the states of every day.
 """
 
 from __future__ import annotations
@@ -67,7 +67,11 @@ class DailyResults:
 
 def aggregate_days(warehouse: WarehouseResource, first_day: date, end_day: date, run_id: str) -> DailyResults:
     tables = warehouse.tables
-    filtered = tables.read_range(FILTERED_EVENTS, "event_date", first_day, end_day)
+    # One snapshot for the daily rows, the states and the ledger: the ledger is computed when it
+    # is written, after the table, and an unpinned Spark read would see the rows an hourly run
+    # committed meanwhile (recorded as aggregated, the day would never be rebuilt for them).
+    filtered = tables.read_path_range(tables.path(FILTERED_EVENTS), "event_date", first_day, end_day,
+                                      version=tables.version(FILTERED_EVENTS))
     declared = from_states(warehouse.settings.declared_attributes())
     check_properties(filtered.schema, declared)
     daily = materialized(daily_aggregates(filtered))
@@ -330,16 +334,23 @@ def attributes_update(warehouse: WarehouseResource, as_of: date, run_type: str,
             how += ", the users whose daily rows or states changed recomputed"
         return AttributesUpdate(rows, True, None, consumed, how, **extra)
     if run_type == "last_n_days":
+        # The queued users are recomputed whole: their queue rows are consumed, so no later
+        # run would correct the lifetime values their changed days left stale.
+        queued_users = queue.select(KEY_COLUMN).distinct() if queue is not None else None
         stored_rows = tables.read(ATTRIBUTES)
+        if queued_users is not None:
+            stored_rows = stored_rows.join(queued_users, KEY_COLUMN, "left_anti")
         longest = max((d.period_days for d in periodic(declared)), default=None)
         window = daily if longest is None else daily.where(
             F.col("event_date") >= F.lit(as_of - timedelta(days=longest)))
         new_users = window.select(KEY_COLUMN).distinct().join(stored_rows, KEY_COLUMN, "left_anti")
+        if queued_users is not None:
+            new_users = new_users.unionByName(queued_users).distinct()
         new_rows = user_attributes(daily.join(new_users, KEY_COLUMN, "left_semi"), as_of=as_of, declared=declared)
         rows = _with_declared(refresh_window_metrics(stored_rows, window, new_rows, as_of=as_of, declared=declared),
                               found.states, declared, as_of)
-        return AttributesUpdate(rows, True, None, consumed,
-                                "window metrics of every user recomputed, new users added", **extra)
+        return AttributesUpdate(rows, True, None, consumed, "window metrics of every user recomputed, "
+                                "new users and those whose daily rows or states changed added whole", **extra)
     if queue is None:
         users = daily.select("domain_userid").limit(0)
         how = "no user changed"

@@ -25,6 +25,7 @@ from decimal import Decimal
 import pytest
 from deltalake import DeltaTable
 
+from tests.delta_reads import read_table
 from tests.differential import hostile, reference
 from tests.differential.hostile import at
 from tests.differential.test_differential import (
@@ -314,7 +315,8 @@ def test_a_start_date_moved_later_leaves_nothing_from_before_it(spark, instance,
     """Item 11: start_date moved from day -1 to day 1 after days -1..3 were processed. Rows
     loaded before the new start must leave every table: sessions that began before it start
     again from their first event after it (a runaway bot's limit moves), a copy it had dropped
-    is an event again, the days before it have no daily rows, their users no attributes."""
+    is an event again, the days before it have no daily rows, their users no attributes, and
+    the declared attributes of the users left count no day before it."""
     import dataclasses
 
     from incremental_assets import runner
@@ -324,15 +326,19 @@ def test_a_start_date_moved_later_leaves_nothing_from_before_it(spark, instance,
     c0 = hostile.event(at(0, 9), event_id="start-dominance-1", session="m-s1", user="m-u1")
     c1 = hostile.copy_loaded_at(c0, at(2, 9))
     only_before = hostile.session_events("m-s2", "m-u2", at(0, 11), 3, dt.timedelta(minutes=5))
-    rows = [c0, c1, *only_before, *hostile.runaway_bots(), *hostile.login_later(), *hostile.late_session_start()]
+    # A user active on both sides of the new start: a transaction before it, a page view after.
+    both_sides = [hostile.event(at(0, 12), session="m-s3", user="m-u3", name="transaction", tr_total=Decimal("50")),
+                  hostile.event(at(2, 12), session="m-s4", user="m-u3")]
+    rows = [c0, c1, *only_before, *both_sides, *hostile.runaway_bots(), *hostile.login_later(),
+            *hostile.late_session_start()]
     source, warehouse = str(tmp_path / "events"), tmp_path / "incremental"
-    use(monkeypatch, source, warehouse)
+    use(monkeypatch, source, warehouse, **WITH_DECLARED)
     hostile.write_source(source, rows)
     assert runner.run_until(at(4, 1), instance=instance, echo=quiet).success
     assert load_times(pipeline_tables(warehouse), "start-dominance-1") == [at(0, 9, 5, 2)]
 
     new_start = at(1)
-    use(monkeypatch, source, warehouse, INCREMENTAL_START_DATE=new_start.date().isoformat())
+    use(monkeypatch, source, warehouse, INCREMENTAL_START_DATE=new_start.date().isoformat(), **WITH_DECLARED)
     limits = describe_limits(Settings.load(), at(4, 1))
     assert "start_date moved later: the next hourly run removes what 24 processed load hour(s) and 1 event day(s) " \
            "before 2026-01-06 00:00" in limits, limits
@@ -343,15 +349,17 @@ def test_a_start_date_moved_later_leaves_nothing_from_before_it(spark, instance,
     assert "m-u2" not in {r["domain_userid"] for r in tables["attributes"]}
     assert "start_date moved later" not in describe_limits(Settings.load(), at(4, 1))
     assert_same_tables(tables, reference.expected_tables(
-        rows, dataclasses.replace(reference_settings(), start_date=new_start), AS_OF),
+        rows, dataclasses.replace(reference_settings(), start_date=new_start), AS_OF, DECLARED),
         "start_date moved later vs the documented rules from the new start")
+    state_days = {r["event_date"] for r in read_table(f"{warehouse}/attribute_states").to_pylist()}
+    assert state_days and min(state_days) >= new_start.date(), sorted(state_days)
 
     # Moved past every row: no hour from the new start holds data, yet one run removes it all.
     past_all = at(5)
-    use(monkeypatch, source, warehouse, INCREMENTAL_START_DATE=past_all.date().isoformat())
+    use(monkeypatch, source, warehouse, INCREMENTAL_START_DATE=past_all.date().isoformat(), **WITH_DECLARED)
     report = runner.run_until(at(5, 2), instance=instance, echo=quiet)
     assert report.success and [run.job for run in report.runs].count("hourly_job") == 1, report.runs
     assert_same_tables(pipeline_tables(warehouse), reference.expected_tables(
-        rows, dataclasses.replace(reference_settings(), start_date=past_all), AS_OF),
+        rows, dataclasses.replace(reference_settings(), start_date=past_all), AS_OF, DECLARED),
         "start_date moved past every row vs the documented rules (no rows)")
     assert "start_date moved later" not in describe_limits(Settings.load(), at(5, 2))

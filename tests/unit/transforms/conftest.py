@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from decimal import Decimal
 
 import pytest
 
@@ -30,26 +31,25 @@ def event(event_id="e1", *, session="s1", user="u1", name="page_view", derived=N
     return row
 
 
+_FIELDS = (("event_id", "string"), ("domain_sessionid", "string"), ("domain_userid", "string"),
+           ("event_name", "string"), ("event", "string"), ("app_id", "string"),
+           ("derived_tstamp", "timestamp"), ("collector_tstamp", "timestamp"),
+           ("dvce_created_tstamp", "timestamp"), ("dvce_sent_tstamp", "timestamp"),
+           ("load_tstamp", "timestamp"), ("tr_total", "decimal(18,2)"),
+           ("domain_sessionidx", "int"), ("user_id", "string"), ("page_url", "string"))
+
+
+def events_frame(spark, rows: list[dict]):
+    """Atomic events of `rows` (as `event` builds them), conformed to the atomic schema."""
+    schema = ", ".join(f"{name} {kind}" for name, kind in _FIELDS)
+    data = [tuple(Decimal(str(r[n])) if n == "tr_total" and r.get(n) is not None else r.get(n)
+                  for n, _ in _FIELDS) for r in rows]
+    return conform_to_atomic(spark.createDataFrame(data, schema))
+
+
 @pytest.fixture
 def events_df(spark):
-    from pyspark.sql.types import DecimalType, IntegerType, StringType, StructField, StructType, TimestampType
-
-    fields = [("event_id", StringType()), ("domain_sessionid", StringType()), ("domain_userid", StringType()),
-              ("event_name", StringType()), ("event", StringType()), ("app_id", StringType()),
-              ("derived_tstamp", TimestampType()), ("collector_tstamp", TimestampType()),
-              ("dvce_created_tstamp", TimestampType()), ("dvce_sent_tstamp", TimestampType()),
-              ("load_tstamp", TimestampType()), ("tr_total", DecimalType(18, 2)),
-              ("domain_sessionidx", IntegerType()), ("user_id", StringType()), ("page_url", StringType())]
-    schema = StructType([StructField(n, t, True) for n, t in fields])
-
-    def build(rows: list[dict]):
-        from decimal import Decimal
-
-        data = [tuple(Decimal(str(r[n])) if n == "tr_total" and r.get(n) is not None else r.get(n)
-                      for n, _ in fields) for r in rows]
-        return conform_to_atomic(spark.createDataFrame(data, schema))
-
-    return build
+    return lambda rows: events_frame(spark, rows)
 
 
 def naive(value: datetime) -> datetime:
