@@ -170,7 +170,8 @@ def request_erasure(settings: Settings, tables: TableStore, ids: ErasedIds, *, i
         manifest.close([], run_id=request_id, state=State.PROCESSED, application="forget", released=[HOURLY_TURN])
     found = find(settings, tables, ids)
     if found.load_hours:
-        rows = [(hour, RUN_AGAIN, settings.rules_digest(), now, request_id, None, None) for hour in found.load_hours]
+        rows = [(hour, RUN_AGAIN, settings.rules_digest(), now, request_id, None, None, None)
+                for hour in found.load_hours]
         tables.merge(HOUR_LEDGER, tables.spark.createDataFrame(rows, LEDGER_SCHEMA), keys=["load_hour_tstamp"])
     return ErasureRequest(request_id, ids, found, note)
 

@@ -361,7 +361,8 @@ def hours_to_run_again(warehouse: WarehouseResource, results: HourlyResults, run
     """Ledger rows that make `results.revived` due again: written before the window's own
     ledger rows, so a crash in between runs both again."""
     now = datetime.now(timezone.utc)
-    rows = [(hour, RUN_AGAIN, warehouse.settings.rules_digest(), now, run_id, None, None) for hour in results.revived]
+    rows = [(hour, RUN_AGAIN, warehouse.settings.rules_digest(), now, run_id, None, None, None)
+            for hour in results.revived]
     return warehouse.spark.createDataFrame(rows, LEDGER_SCHEMA)
 
 
@@ -374,6 +375,7 @@ def processed_hours(warehouse: WarehouseResource, results: HourlyResults, run_id
     fingerprints = results.snapshot.fingerprints if results.snapshot else {}
     now = datetime.now(timezone.utc)
     version = results.snapshot.version if results.snapshot else None
+    table_id = results.snapshot.table_id if results.snapshot else None
     declared = frozenset(settings.app_ids)
 
     def apps(hour: datetime) -> str | None:
@@ -383,6 +385,6 @@ def processed_hours(warehouse: WarehouseResource, results: HourlyResults, run_id
             return joined(declared)
         return joined(((app_ids_before.get(hour) or frozenset()) | set(results.app_ids)) & declared)
 
-    rows = [(hour, fingerprints.get(hour, ""), settings.rules_digest(), now, run_id, version, apps(hour))
+    rows = [(hour, fingerprints.get(hour, ""), settings.rules_digest(), now, run_id, version, apps(hour), table_id)
             for hour in hours_between(results.start, results.end)]
     return warehouse.spark.createDataFrame(rows, LEDGER_SCHEMA)

@@ -34,11 +34,13 @@ from incremental_assets.planning.hours import HOUR, floor_hour, hour_key, hour_k
 from incremental_assets.planning.processing_manifest import ItemStatus, Record, State
 from incremental_assets.planning.reconcile import (
     HoursPlan,
+    ProcessedAtVersion,
     ProcessedHour,
     failed_hours_run_again,
     hours_only_rearranged,
     hours_to_run,
     skipped_hours_run_again,
+    versions_on_this_log,
 )
 from incremental_assets.planning.run_limits import RunLimits, RunState
 from incremental_assets.settings import Settings
@@ -107,17 +109,18 @@ def fail_locked_days(settings: Settings, days: Iterable[date]) -> dict[date, str
 
 # The hour ledger's columns (written by the hourly step and by `forget`, read here).
 LEDGER_SCHEMA = ("load_hour_tstamp timestamp, source_fingerprint string, rules_digest string, "
-                 "processed_at timestamp, run_id string, source_version long, app_ids string")
+                 "processed_at timestamp, run_id string, source_version long, app_ids string, "
+                 "source_table_id string")
 
 
 def _ledger(settings: Settings) -> pa.Table | None:
-    """The processed-hours ledger (`source_version` and `app_ids` are null in rows written
-    before they were kept). A row written before app ids were recorded per hour, under today's
+    """The processed-hours ledger (`source_version`, `app_ids` and `source_table_id` are null in
+    rows written before they were kept). A row written before app ids were recorded per hour, under today's
     rules and `app_ids`, reads as processed for today's app ids under today's digest."""
     table = read_delta_arrow(settings.table_path(HOUR_LEDGER))
     if table is None:
         return None
-    for column in ("source_version", "app_ids"):
+    for column in ("source_version", "app_ids", "source_table_id"):
         if column not in table.column_names:
             table = table.append_column(column, pa.nulls(table.num_rows, pa.int64() if column == "source_version"
                                                           else pa.string()))
@@ -188,9 +191,9 @@ def unchanged_by_maintenance(processed: dict[datetime, ProcessedHour], ledger: p
                              digest: str) -> dict[datetime, ProcessedHour]:
     """`processed`, where an hour whose files changed only by commits that rearrange rows
     (compaction, Z-order: `dataChange` false in the Delta log) counts as processed from its
-    files as they are now. Followed from the source version each hour was processed at; an
-    hour whose commits cannot be read any more (the log's clean-up) stays changed: it runs
-    again, once."""
+    files as they are now. Followed from the source version each hour was processed at, on the
+    same log only (`versions_on_this_log`); an hour whose commits cannot be read any more (the
+    log's clean-up) stays changed: it runs again, once."""
     if ledger is None or snapshot is None or snapshot.version is None:
         return processed
     # Files changed under the same rules (a rules change always runs the hour again); an hour
@@ -199,8 +202,11 @@ def unchanged_by_maintenance(processed: dict[datetime, ProcessedHour], ledger: p
                  and (done.fingerprint == "" or done.fingerprint.endswith(f"@{digest}"))]
     if not differing:
         return processed
-    versions = dict(zip(utc_datetimes(ledger["load_hour_tstamp"]), ledger["source_version"].to_pylist()))
-    candidates = {hour: versions[hour] for hour in differing if versions.get(hour) is not None}
+    recorded = {hour: ProcessedAtVersion(table_id, version) for hour, version, table_id in zip(
+        utc_datetimes(ledger["load_hour_tstamp"]), ledger["source_version"].to_pylist(),
+        ledger["source_table_id"].to_pylist()) if version is not None}
+    candidates = versions_on_this_log({hour: recorded[hour] for hour in differing if hour in recorded},
+                                      snapshot.table_id, snapshot.version)
     if not candidates:
         return processed
     commits = hours_changed_by_commits(snapshot.path, min(candidates.values()), snapshot.version)

@@ -52,6 +52,9 @@ class SourceSnapshot:
     # About how many rows the hours asked for hold: each file's rows (less those deletion vectors
     # hide) spread evenly over the hours it may hold. None: unknown (Parquet, no statistics).
     rows_estimate: int | None = None
+    # The Delta log's table id (its `metaData.id`): a table deleted and written again at the
+    # path, or another table, has another id and a log whose versions mean other files.
+    table_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -84,7 +87,8 @@ def source_snapshot(path: str, since: datetime, until: datetime) -> SourceSnapsh
         table = DeltaTable(path)
         files = _delta_files(table)
         return SourceSnapshot(path, table.version(), _fingerprints(files, since, until), _columns(table),
-                              _partition_days(files, since, until), _rows_estimate(files, since, until))
+                              _partition_days(files, since, until), _rows_estimate(files, since, until),
+                              table.metadata().id)
     files = _parquet_files(path)
     if files is None:
         return None
