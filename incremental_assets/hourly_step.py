@@ -39,7 +39,7 @@ from incremental_assets.names import (
 from incremental_assets.planning.app_units import joined
 from incremental_assets.planning.hours import floor_hour, hours_between
 from incremental_assets.planning.reconcile import RUN_AGAIN
-from incremental_assets.progress import LEDGER_SCHEMA
+from incremental_assets.progress import LEDGER_SCHEMA, maintenance_verdicts
 from incremental_assets.skipped_hours import skipped_hours
 from incremental_assets.sources.load_hours import SourceSnapshot, source_snapshot
 from incremental_assets.sources.reader import read_source, without_load_hours
@@ -388,3 +388,10 @@ def processed_hours(warehouse: WarehouseResource, results: HourlyResults, run_id
     rows = [(hour, fingerprints.get(hour, ""), settings.rules_digest(), now, run_id, version, apps(hour), table_id)
             for hour in hours_between(results.start, results.end)]
     return warehouse.spark.createDataFrame(rows, LEDGER_SCHEMA)
+
+
+def verdicts_of_maintenance(warehouse: WarehouseResource, results: HourlyResults) -> DataFrame | None:
+    """Ledger rows for the hours outside the window that only source maintenance changed since
+    they were processed (`progress.maintenance_verdicts`); None when there is none."""
+    rows = maintenance_verdicts(warehouse.settings, (results.start, results.end))
+    return warehouse.spark.createDataFrame(rows, LEDGER_SCHEMA) if rows else None

@@ -30,7 +30,15 @@ from incremental_assets.names import (
 from incremental_assets.partition_bounds import PARTITIONS_END, PARTITIONS_START
 from incremental_assets.planning.app_units import CatchUp, catch_up_runs, joined, split
 from incremental_assets.planning.estimates import StepSample
-from incremental_assets.planning.hours import HOUR, floor_hour, hour_key, hour_keys, parse_day_key, parse_hour_key
+from incremental_assets.planning.hours import (
+    HOUR,
+    floor_hour,
+    hour_key,
+    hour_keys,
+    hours_between,
+    parse_day_key,
+    parse_hour_key,
+)
 from incremental_assets.planning.processing_manifest import ItemStatus, Record, State
 from incremental_assets.planning.reconcile import (
     HoursPlan,
@@ -191,29 +199,57 @@ def unchanged_by_maintenance(processed: dict[datetime, ProcessedHour], ledger: p
                              digest: str) -> dict[datetime, ProcessedHour]:
     """`processed`, where an hour whose files changed only by commits that rearrange rows
     (compaction, Z-order: `dataChange` false in the Delta log) counts as processed from its
-    files as they are now. Followed from the source version each hour was processed at, on the
-    same log only (`versions_on_this_log`); an hour whose commits cannot be read any more (the
-    log's clean-up) stays changed: it runs again, once."""
+    files as they are now (`only_rearranged`)."""
+    out = dict(processed)
+    for hour in only_rearranged(processed, ledger, source, snapshot, digest):
+        out[hour] = ProcessedHour(source[hour], processed[hour].processed_at)
+    return out
+
+
+def only_rearranged(processed: dict[datetime, ProcessedHour], ledger: pa.Table | None,
+                    source: dict[datetime, str], snapshot: SourceSnapshot | None, digest: str) -> set[datetime]:
+    """The processed hours whose files differ from those they were processed from by commits
+    that rearrange rows alone. Followed from the source version each hour was processed at, on
+    the same log only (`versions_on_this_log`); an hour whose commits cannot be read any more
+    (the log's clean-up) stays changed: it runs again, once."""
     if ledger is None or snapshot is None or snapshot.version is None:
-        return processed
+        return set()
     # Files changed under the same rules (a rules change always runs the hour again); an hour
     # processed empty counts too: a compacted file spans the empty hours between its rows.
     differing = [hour for hour, done in processed.items() if source.get(hour) and done.fingerprint != source[hour]
                  and (done.fingerprint == "" or done.fingerprint.endswith(f"@{digest}"))]
     if not differing:
-        return processed
+        return set()
     recorded = {hour: ProcessedAtVersion(table_id, version) for hour, version, table_id in zip(
         utc_datetimes(ledger["load_hour_tstamp"]), ledger["source_version"].to_pylist(),
         ledger["source_table_id"].to_pylist()) if version is not None}
     candidates = versions_on_this_log({hour: recorded[hour] for hour in differing if hour in recorded},
                                       snapshot.table_id, snapshot.version)
     if not candidates:
-        return processed
-    commits = hours_changed_by_commits(snapshot.path, min(candidates.values()), snapshot.version)
-    out = dict(processed)
-    for hour in hours_only_rearranged(candidates, commits):
-        out[hour] = ProcessedHour(source[hour], processed[hour].processed_at)
-    return out
+        return set()
+    return hours_only_rearranged(candidates, hours_changed_by_commits(snapshot.path, min(candidates.values()),
+                                                                      snapshot.version))
+
+
+def maintenance_verdicts(settings: Settings, besides: tuple[datetime, datetime]) -> list[tuple]:
+    """Hour-ledger rows (LEDGER_SCHEMA) for the processed hours outside `besides` whose files
+    only maintenance rewrote since: what they were processed from, now as the source's files
+    and version are. Recorded once, the plan reads no commit for them again, and the log's
+    clean-up of those commits cannot make them due."""
+    ledger = _ledger(settings)
+    if ledger is None or not ledger.num_rows:
+        return []
+    hours = utc_datetimes(ledger["load_hour_tstamp"])
+    snapshot = source_snapshot(settings.source, min(hours), max(hours) + HOUR)
+    digest = settings.rules_digest()
+    source = {hour: _fingerprint(fingerprint, digest)
+              for hour, fingerprint in (snapshot.fingerprints if snapshot else {}).items()}
+    verified = only_rearranged(processed_hours(settings, ledger), ledger, source, snapshot, digest)
+    verified -= set(hours_between(*besides))
+    return [(hour, snapshot.fingerprints[hour], digest, at, run_id, snapshot.version, apps, snapshot.table_id)
+            for hour, at, run_id, apps in zip(hours, utc_datetimes(ledger["processed_at"]),
+                                              ledger["run_id"].to_pylist(), ledger["app_ids"].to_pylist())
+            if hour in verified]
 
 
 def _fingerprint(source: str, rules: str) -> str:
