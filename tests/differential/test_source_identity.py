@@ -46,8 +46,10 @@ def test_a_deletion_vector_of_the_same_size_after_a_restore_changes_the_fingerpr
     assert second_delete != first_delete, "another row hidden, the same fingerprint: the hour would never run again"
 
 
+# The ledger is written by the table engine: the delta-spark one too (`make test-long`).
+@pytest.mark.parametrize("engine", ["delta-rs", pytest.param("delta-spark", marks=pytest.mark.long)])
 def test_hours_only_compaction_changed_are_recorded_so_the_logs_clean_up_runs_none_again(
-        spark, instance, tmp_path, monkeypatch):
+        spark, instance, tmp_path, monkeypatch, engine):
     """Once a run verified that compaction alone rewrote processed hours, the ledger says what
     they are processed from now: no tick reads those commits again, and removing them from the
     log (its clean-up, after a checkpoint) makes no hour due."""
@@ -57,7 +59,7 @@ def test_hours_only_compaction_changed_are_recorded_so_the_logs_clean_up_runs_no
     from resources.tables import read_delta_arrow
 
     source = str(tmp_path / "events")
-    use(monkeypatch, source, tmp_path / "incremental")
+    use(monkeypatch, source, tmp_path / "incremental", INCREMENTAL_TABLE_ENGINE=engine)
     for row in hostile.session_events("cs", "cu", at(1, 9), 6, timedelta(minutes=40)):
         hostile.write_source(source, [row])  # one commit per row: small files to compact
     assert runner.run_until(at(2), instance=instance, echo=quiet).success
