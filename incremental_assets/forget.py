@@ -170,7 +170,7 @@ def request_erasure(settings: Settings, tables: TableStore, ids: ErasedIds, *, i
         append_records(settings, _records(request_id, ids, REQUESTED, now, None, note))
         found = find(settings, tables, ids)
         if found.load_hours:
-            rows = [(hour, RUN_AGAIN, settings.rules_digest(), now, request_id, None, None)
+            rows = [(hour, RUN_AGAIN, settings.rules_digest(), now, request_id, None, None, None)
                     for hour in found.load_hours]
             tables.merge(HOUR_LEDGER, tables.spark.createDataFrame(rows, LEDGER_SCHEMA), keys=["load_hour_tstamp"])
     finally:

@@ -39,7 +39,7 @@ from incremental_assets.names import (
 from incremental_assets.planning.app_units import RecordedHour, catch_up_record, joined
 from incremental_assets.planning.hours import floor_hour, hours_between
 from incremental_assets.planning.reconcile import RUN_AGAIN
-from incremental_assets.progress import LEDGER_SCHEMA
+from incremental_assets.progress import LEDGER_SCHEMA, maintenance_verdicts
 from incremental_assets.skipped_hours import skipped_hours
 from incremental_assets.sources.load_hours import SourceSnapshot, source_snapshot
 from incremental_assets.sources.reader import read_source, without_load_hours
@@ -365,7 +365,8 @@ def hours_to_run_again(warehouse: WarehouseResource, results: HourlyResults, run
     """Ledger rows that make `results.revived` due again: written before the window's own
     ledger rows, so a crash in between runs both again."""
     now = datetime.now(timezone.utc)
-    rows = [(hour, RUN_AGAIN, warehouse.settings.rules_digest(), now, run_id, None, None) for hour in results.revived]
+    rows = [(hour, RUN_AGAIN, warehouse.settings.rules_digest(), now, run_id, None, None, None)
+            for hour in results.revived]
     return warehouse.spark.createDataFrame(rows, LEDGER_SCHEMA)
 
 
@@ -375,7 +376,7 @@ def catch_up_begun(warehouse: WarehouseResource, results: HourlyResults, run_id:
     of the app (added, or taken out again) would find; a run of every app replaces them all.
     The run's own ledger rows replace these once it completes."""
     now = datetime.now(timezone.utc)
-    rows = [(hour, RUN_AGAIN, warehouse.settings.rules_digest(), now, run_id, None, None)
+    rows = [(hour, RUN_AGAIN, warehouse.settings.rules_digest(), now, run_id, None, None, None)
             for hour in hours_between(results.start, results.end)]
     return warehouse.spark.createDataFrame(rows, LEDGER_SCHEMA)
 
@@ -391,6 +392,7 @@ def processed_hours(warehouse: WarehouseResource, results: HourlyResults, run_id
     fingerprints = results.snapshot.fingerprints if results.snapshot else {}
     version = results.snapshot.version if results.snapshot else None
     digest = settings.rules_digest()
+    table_id = results.snapshot.table_id if results.snapshot else None
     declared = frozenset(settings.app_ids)
 
     def apps(hour: datetime) -> str | None:
@@ -401,12 +403,22 @@ def processed_hours(warehouse: WarehouseResource, results: HourlyResults, run_id
         before = recorded[hour].app_ids if hour in recorded else None
         return joined(((before or frozenset()) | set(results.app_ids)) & declared)
 
-    def read(hour: datetime) -> tuple[str, int | None, str | None]:
+    def read(hour: datetime) -> tuple[str, int | None, str | None, str | None]:
+        fingerprint = fingerprints.get(hour, "")
         if results.app_ids is None:
-            return fingerprints.get(hour, ""), version, digest
-        return catch_up_record(recorded.get(hour), fingerprints.get(hour, ""), version, digest)
+            return fingerprint, version, digest, table_id
+        kept = catch_up_record(recorded.get(hour), fingerprint, version, digest)
+        same = hour not in recorded or kept == (fingerprint, version, digest)
+        return (*kept, table_id if same else recorded[hour].table_id)
 
-    rows = [(hour, fingerprint, rules, results.read_at, run_id, source_version, apps(hour))
+    rows = [(hour, fingerprint, rules, results.read_at, run_id, source_version, apps(hour), read_from)
             for hour in hours_between(results.start, results.end)
-            for fingerprint, source_version, rules in [read(hour)]]
+            for fingerprint, source_version, rules, read_from in [read(hour)]]
     return warehouse.spark.createDataFrame(rows, LEDGER_SCHEMA)
+
+
+def verdicts_of_maintenance(warehouse: WarehouseResource, results: HourlyResults) -> DataFrame | None:
+    """Ledger rows for the hours outside the window that only source maintenance changed since
+    they were processed (`progress.maintenance_verdicts`); None when there is none."""
+    rows = maintenance_verdicts(warehouse.settings, (results.start, results.end))
+    return warehouse.spark.createDataFrame(rows, LEDGER_SCHEMA) if rows else None

@@ -30,15 +30,25 @@ from incremental_assets.names import (
 from incremental_assets.partition_bounds import PARTITIONS_END, PARTITIONS_START
 from incremental_assets.planning.app_units import CatchUp, RecordedHour, catch_up_runs, joined, split
 from incremental_assets.planning.estimates import StepSample
-from incremental_assets.planning.hours import HOUR, floor_hour, hour_key, hour_keys, parse_day_key, parse_hour_key
+from incremental_assets.planning.hours import (
+    HOUR,
+    floor_hour,
+    hour_key,
+    hour_keys,
+    hours_between,
+    parse_day_key,
+    parse_hour_key,
+)
 from incremental_assets.planning.processing_manifest import ItemStatus, Record, State
 from incremental_assets.planning.reconcile import (
     HoursPlan,
+    ProcessedAtVersion,
     ProcessedHour,
     failed_hours_run_again,
     hours_only_rearranged,
     hours_to_run,
     skipped_hours_run_again,
+    versions_on_this_log,
 )
 from incremental_assets.planning.run_limits import RunLimits, RunState
 from incremental_assets.settings import Settings
@@ -117,17 +127,18 @@ def fail_locked_days(settings: Settings, days: Iterable[date]) -> dict[date, str
 
 # The hour ledger's columns (written by the hourly step and by `forget`, read here).
 LEDGER_SCHEMA = ("load_hour_tstamp timestamp, source_fingerprint string, rules_digest string, "
-                 "processed_at timestamp, run_id string, source_version long, app_ids string")
+                 "processed_at timestamp, run_id string, source_version long, app_ids string, "
+                 "source_table_id string")
 
 
 def _ledger(settings: Settings) -> pa.Table | None:
-    """The processed-hours ledger (`source_version` and `app_ids` are null in rows written
-    before they were kept). A row written before app ids were recorded per hour, under today's
+    """The processed-hours ledger (`source_version`, `app_ids` and `source_table_id` are null in
+    rows written before they were kept). A row written before app ids were recorded per hour, under today's
     rules and `app_ids`, reads as processed for today's app ids under today's digest."""
     table = read_delta_arrow(settings.table_path(HOUR_LEDGER))
     if table is None:
         return None
-    for column in ("source_version", "app_ids"):
+    for column in ("source_version", "app_ids", "source_table_id"):
         if column not in table.column_names:
             table = table.append_column(column, pa.nulls(table.num_rows, pa.int64() if column == "source_version"
                                                           else pa.string()))
@@ -159,8 +170,9 @@ def recorded_hours(settings: Settings) -> dict[datetime, RecordedHour]:
         return {}
     columns = [ledger[name].to_pylist() for name in ("source_fingerprint", "rules_digest", "source_version",
                                                       "app_ids")]
-    return {hour: RecordedHour(fingerprint, digest, version, split(apps))
-            for hour, fingerprint, digest, version, apps in zip(utc_datetimes(ledger["load_hour_tstamp"]), *columns)}
+    return {hour: RecordedHour(fingerprint, digest, version, split(apps), table_id)
+            for hour, fingerprint, digest, version, apps, table_id
+            in zip(utc_datetimes(ledger["load_hour_tstamp"]), *columns, ledger["source_table_id"].to_pylist())}
 
 
 def app_ids_processed(ledger: pa.Table | None) -> dict[datetime, frozenset[str] | None]:
@@ -209,26 +221,57 @@ def unchanged_by_maintenance(processed: dict[datetime, ProcessedHour], ledger: p
                              digest: str) -> dict[datetime, ProcessedHour]:
     """`processed`, where an hour whose files changed only by commits that rearrange rows
     (compaction, Z-order: `dataChange` false in the Delta log) counts as processed from its
-    files as they are now. Followed from the source version each hour was processed at; an
-    hour whose commits cannot be read any more (the log's clean-up) stays changed: it runs
-    again, once."""
+    files as they are now (`only_rearranged`)."""
+    out = dict(processed)
+    for hour in only_rearranged(processed, ledger, source, snapshot, digest):
+        out[hour] = ProcessedHour(source[hour], processed[hour].processed_at)
+    return out
+
+
+def only_rearranged(processed: dict[datetime, ProcessedHour], ledger: pa.Table | None,
+                    source: dict[datetime, str], snapshot: SourceSnapshot | None, digest: str) -> set[datetime]:
+    """The processed hours whose files differ from those they were processed from by commits
+    that rearrange rows alone. Followed from the source version each hour was processed at, on
+    the same log only (`versions_on_this_log`); an hour whose commits cannot be read any more
+    (the log's clean-up) stays changed: it runs again, once."""
     if ledger is None or snapshot is None or snapshot.version is None:
-        return processed
+        return set()
     # Files changed under the same rules (a rules change always runs the hour again); an hour
     # processed empty counts too: a compacted file spans the empty hours between its rows.
     differing = [hour for hour, done in processed.items() if source.get(hour) and done.fingerprint != source[hour]
                  and (done.fingerprint == "" or done.fingerprint.endswith(f"@{digest}"))]
     if not differing:
-        return processed
-    versions = dict(zip(utc_datetimes(ledger["load_hour_tstamp"]), ledger["source_version"].to_pylist()))
-    candidates = {hour: versions[hour] for hour in differing if versions.get(hour) is not None}
+        return set()
+    recorded = {hour: ProcessedAtVersion(table_id, version) for hour, version, table_id in zip(
+        utc_datetimes(ledger["load_hour_tstamp"]), ledger["source_version"].to_pylist(),
+        ledger["source_table_id"].to_pylist()) if version is not None}
+    candidates = versions_on_this_log({hour: recorded[hour] for hour in differing if hour in recorded},
+                                      snapshot.table_id, snapshot.version)
     if not candidates:
-        return processed
-    commits = hours_changed_by_commits(snapshot.path, min(candidates.values()), snapshot.version)
-    out = dict(processed)
-    for hour in hours_only_rearranged(candidates, commits):
-        out[hour] = ProcessedHour(source[hour], processed[hour].processed_at)
-    return out
+        return set()
+    return hours_only_rearranged(candidates, hours_changed_by_commits(snapshot.path, min(candidates.values()),
+                                                                      snapshot.version))
+
+
+def maintenance_verdicts(settings: Settings, besides: tuple[datetime, datetime]) -> list[tuple]:
+    """Hour-ledger rows (LEDGER_SCHEMA) for the processed hours outside `besides` whose files
+    only maintenance rewrote since: what they were processed from, now as the source's files
+    and version are. Recorded once, the plan reads no commit for them again, and the log's
+    clean-up of those commits cannot make them due."""
+    ledger = _ledger(settings)
+    if ledger is None or not ledger.num_rows:
+        return []
+    hours = utc_datetimes(ledger["load_hour_tstamp"])
+    snapshot = source_snapshot(settings.source, min(hours), max(hours) + HOUR)
+    digest = settings.rules_digest()
+    source = {hour: _fingerprint(fingerprint, digest)
+              for hour, fingerprint in (snapshot.fingerprints if snapshot else {}).items()}
+    verified = only_rearranged(processed_hours(settings, ledger), ledger, source, snapshot, digest)
+    verified -= set(hours_between(*besides))
+    return [(hour, snapshot.fingerprints[hour], digest, at, run_id, snapshot.version, apps, snapshot.table_id)
+            for hour, at, run_id, apps in zip(hours, utc_datetimes(ledger["processed_at"]),
+                                              ledger["run_id"].to_pylist(), ledger["app_ids"].to_pylist())
+            if hour in verified]
 
 
 def _fingerprint(source: str, rules: str) -> str:

@@ -45,9 +45,9 @@ STATE_TABLE_LINEAGE = {
                       [BASE_EVENTS]),
     EVENT_COPIES: ("Every valid copy of every event by load hour: the index the hourly step deduplicates "
                    "against (the first-loaded copy within dedupe_lookback_days wins).", [BASE_EVENTS]),
-    HOUR_LEDGER: ("The hour ledger: what each load hour was last processed from (its source fingerprint "
-                      "and rules digest), for which app ids, by which run; reconciliation compares it with "
-                      "the source and app_ids.",
+    HOUR_LEDGER: ("The hour ledger: what each load hour was last processed from (its source fingerprint, "
+                      "the source table's id and version, and the rules digest), for which app ids, by which "
+                      "run; reconciliation compares it with the source and app_ids.",
                       [FILTERED_EVENTS]),
     FILTERED_COUNTS: ("Filtered rows (and their content digest) per (load hour, event day): the input of the "
                       "daily ledger.", [FILTERED_EVENTS]),

@@ -41,6 +41,7 @@ from incremental_assets.hourly_step import (
     filtered_counts,
     hours_to_run_again,
     processed_hours,
+    verdicts_of_maintenance,
 )
 from incremental_assets.names import (
     APP_IDS_TAG,
@@ -204,6 +205,11 @@ def _checked_and_written(context: AssetExecutionContext, warehouse: WarehouseRes
         if results.refiltered else []
     rerun = [TableWrite(HOUR_LEDGER, lambda: hours_to_run_again(warehouse, results, context.run_id),
                         "merge", merge_keys=("load_hour_tstamp",), small=True)] if results.revived else []
+    # Hours only source maintenance rewrote are recorded as processed from their files as they
+    # are now: the plan then reads no commit for them again.
+    verdicts = verdicts_of_maintenance(warehouse, results)
+    verified = [TableWrite(HOUR_LEDGER, verdicts, "merge", merge_keys=("load_hour_tstamp",), small=True)] \
+        if verdicts is not None else []
     yield Output(TableOutput(
         results.filtered, claim, rows=filtered_replaced, within=within, payload=payload,
         metadata=state, small=small,
@@ -212,7 +218,7 @@ def _checked_and_written(context: AssetExecutionContext, warehouse: WarehouseRes
                           range_column="load_hour_tstamp", range=results.counts_range, small=True),
                *refiltered, *rerun],
         markers=[TableWrite(HOUR_LEDGER, lambda: processed_hours(warehouse, results, context.run_id, recorded),
-                            "replace_range", range_column="load_hour_tstamp", small=True)]),
+                            "replace_range", range_column="load_hour_tstamp", small=True), *verified]),
         output_name=FILTERED_EVENTS)
 
 

@@ -89,6 +89,7 @@ class RecordedHour:
     rules_digest: str | None
     version: int | None  # the source version it was read at
     app_ids: frozenset[str] | None  # the app ids its rows were processed for (None: every app)
+    table_id: str | None = None  # the source's Delta table id it was read from (None: not recorded)
 
 
 def catch_up_record(recorded: RecordedHour | None, fingerprint: str, version: int | None,

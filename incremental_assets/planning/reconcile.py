@@ -41,6 +41,25 @@ class ProcessedHour:
     processed_at: datetime
 
 
+@dataclass(frozen=True)
+class ProcessedAtVersion:
+    """The source's Delta log an hour was processed from: its table id and version."""
+
+    table_id: str | None  # None: not recorded (a ledger row written before table ids were kept)
+    version: int
+
+
+def versions_on_this_log(processed_at: Mapping[datetime, ProcessedAtVersion], table_id: str | None,
+                         version: int) -> dict[datetime, int]:
+    """The version each hour was processed at, for the hours processed from the log the source
+    has now (`table_id` at `version`): the same table id, at a version not after `version`. Its
+    commits since can tell what changed; another table's (a source deleted and written again at
+    its path, or pointed at another table) or a log that went back cannot. An hour whose table
+    id was not recorded counts as processed from this log when its version is not after it."""
+    return {hour: at.version for hour, at in processed_at.items()
+            if at.version <= version and (at.table_id is None or at.table_id == table_id)}
+
+
 def hours_only_rearranged(processed_at_version: Mapping[datetime, int],
                           commits: Sequence[tuple[int, frozenset[datetime] | None]]) -> set[datetime]:
     """The hours, of those processed at a source version (`processed_at_version`), that no later

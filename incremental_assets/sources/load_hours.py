@@ -52,6 +52,9 @@ class SourceSnapshot:
     # About how many rows the hours asked for hold: each file's rows (less those deletion vectors
     # hide) spread evenly over the hours it may hold. None: unknown (Parquet, no statistics).
     rows_estimate: int | None = None
+    # The Delta log's table id (its `metaData.id`): a table deleted and written again at the
+    # path, or another table, has another id and a log whose versions mean other files.
+    table_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -84,7 +87,8 @@ def source_snapshot(path: str, since: datetime, until: datetime) -> SourceSnapsh
         table = DeltaTable(path)
         files = _delta_files(table)
         return SourceSnapshot(path, table.version(), _fingerprints(files, since, until), _columns(table),
-                              _partition_days(files, since, until), _rows_estimate(files, since, until))
+                              _partition_days(files, since, until), _rows_estimate(files, since, until),
+                              table.metadata().id)
     files = _parquet_files(path)
     if files is None:
         return None
@@ -203,9 +207,10 @@ def _delta_files(table: DeltaTable) -> list[_File]:
         # A delete by deletion vector keeps the file (path, size, rows): the rows it hides are
         # part of the file's identity, or the delete would never re-run its hours.
         hidden = deleted.get(_file_name(path))
-        files.append(_File(f"{path}|{size}|{rows}" + (f"|-{hidden}" if hidden else ""), first, last,
+        hides = hidden.rows if hidden else 0
+        files.append(_File(f"{path}|{size}|{rows}" + (f"|-{hides}:{hidden.which}" if hides else ""), first, last,
                            _as_date(day), _hours_if_wide(table.table_uri, path, first, last),
-                           None if rows is None else rows - (hidden or 0), _file_uri(table.table_uri, path)))
+                           None if rows is None else rows - hides, _file_uri(table.table_uri, path)))
     return files
 
 
@@ -264,16 +269,27 @@ def _file_name(path: str) -> str:
     return path.rsplit("/", 1)[-1]
 
 
-def _rows_deleted_by_vectors(table: DeltaTable) -> dict[str, int]:
-    """File name -> rows its deletion vector hides (tables with the deletionVectors feature only).
-    A file's vector only ever grows (a new delete writes a superset), so the count names it."""
+@dataclass(frozen=True)
+class _Hidden:
+    """The rows a file's deletion vector hides: how many, and which (a digest of their positions)."""
+
+    rows: int
+    which: str
+
+
+def _rows_deleted_by_vectors(table: DeltaTable) -> dict[str, _Hidden]:
+    """File name -> the rows its deletion vector hides (tables with the deletionVectors feature
+    only). Which rows, not only how many: a RESTORE drops a vector, and a later delete may hide
+    as many other rows of the same file."""
     if "deletionVectors" not in (table.protocol().reader_features or []):
         return {}
     vectors = pa.table(table.deletion_vectors().read_all())
-    selections = vectors["selection_vector"].combine_chunks()
-    hidden_rows = pc.list_parent_indices(selections).to_numpy()[~selections.flatten().to_numpy(zero_copy_only=False)]
-    counts = np.bincount(hidden_rows, minlength=len(selections))
-    return {_file_name(uri): int(count) for uri, count in zip(vectors["filepath"].to_pylist(), counts)}
+    return {_file_name(uri): _hidden(np.asarray(kept, dtype=bool)) for uri, kept in
+            zip(vectors["filepath"].to_pylist(), vectors["selection_vector"].to_pylist())}
+
+
+def _hidden(kept: np.ndarray) -> _Hidden:
+    return _Hidden(int((~kept).sum()), hashlib.sha1(np.packbits(~kept).tobytes()).hexdigest()[:16])
 
 
 def _rows_kept_by_vectors(table: DeltaTable) -> dict[str, np.ndarray]:

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from incremental_assets.planning.reconcile import (
     RUN_AGAIN,
     HoursPlan,
+    ProcessedAtVersion,
     ProcessedHour,
     closed_hours,
     failed_hours_run_again,
@@ -16,6 +17,7 @@ from incremental_assets.planning.reconcile import (
     hours_to_run,
     skipped_hours_run_again,
     split_ranges,
+    versions_on_this_log,
 )
 
 T = datetime(2026, 1, 5, tzinfo=timezone.utc)
@@ -206,6 +208,16 @@ def test_only_rearranged_hours_are_those_no_later_data_commit_touched():
     # A commit that could not be read may have touched any hour after the version it follows.
     assert hours_only_rearranged(processed_at, [*commits, (7, None)]) == set()
     assert hours_only_rearranged({h2: 7}, [*commits, (7, None)]) == {h2}
+
+
+def test_only_hours_processed_from_the_log_the_source_has_now_follow_its_commits():
+    h0, h1, h2, h3 = (datetime(2026, 1, 5, h, tzinfo=timezone.utc) for h in (1, 2, 3, 4))
+    processed_at = {h0: ProcessedAtVersion("t1", 3), h1: ProcessedAtVersion("t0", 3),  # another table
+                    h2: ProcessedAtVersion("t1", 9),  # a version the log has not reached: it restarted
+                    h3: ProcessedAtVersion(None, 2)}  # recorded before table ids were kept
+    assert versions_on_this_log(processed_at, "t1", 5) == {h0: 3, h3: 2}
+    assert versions_on_this_log(processed_at, "t2", 5) == {h3: 2}
+    assert versions_on_this_log(processed_at, None, 1) == {}
 
 
 def test_failed_hours_run_again_whatever_the_ledger_says():
