@@ -311,19 +311,26 @@ class ManifestIOManager(ConfigurableIOManager):
         for spec in obj.markers:  # a failure here fails the step; the planners plan the work again
             results[spec.table] = self._write(spec, window)
         described = self.warehouse.tables.describe(main.table)
-        # dagster/row_count is the table's size (the UI's badge); what this run wrote is
-        # rows_written; per-partition figures come from the asset (add_asset_metadata).
+        # dagster/row_count is the table's size (the UI's badge), the same on every partition;
+        # per-partition figures come from the asset (add_asset_metadata). What the run wrote is
+        # the run's: on a run of one partition its materialization, on a ranged run one
+        # observation of its last partition, not repeated beside every hour's own figures.
         metadata: dict[str, Any] = {
-            "rows_written": MetadataValue.int(int(results[main.table].rows_written)),
             **({"dagster/row_count": MetadataValue.int(int(described["num_rows"]))}
                if described.get("num_rows") is not None else {}),
             "table_version": MetadataValue.int(int(described.get("version") or 0)),
             "table_path": MetadataValue.path(described.get("path", "")),
             "table_files": MetadataValue.int(int(described.get("num_files") or 0)),
         }
-        for table, result in results.items():
-            if table != main.table:
-                metadata[f"{table}_rows_written"] = MetadataValue.int(int(result.rows_written))
+        written = {"rows_written": MetadataValue.int(int(results[main.table].rows_written)),
+                   **{f"{table}_rows_written": MetadataValue.int(int(result.rows_written))
+                      for table, result in results.items() if table != main.table}}
+        partitions = context.asset_partition_keys if context.has_asset_partitions else []
+        if len(partitions) > 1:
+            context.log_event(AssetObservation(context.asset_key, partition=partitions[-1], metadata={
+                **written, "run_partitions": MetadataValue.text(f"{partitions[0]} .. {partitions[-1]}")}))
+        else:
+            metadata.update(written)
         metadata.update(obj.metadata)
         context.add_output_metadata(metadata)
         for table, result in results.items():

@@ -11,6 +11,7 @@ from dagster import AssetKey, DagsterInstance
 from incremental_assets.names import BASE_EVENTS, FILTERED_EVENTS, HOURLY_JOB, LIFECYCLE, QUARANTINED
 from incremental_assets.planning.default_attributes import DEFAULT_ATTRIBUTES
 from incremental_assets.runner import execute_job
+from incremental_assets.settings import Settings
 from tests.delta_reads import read_table
 from tests.reliability.helpers import use_settings, write_source
 
@@ -25,7 +26,7 @@ ONCE_PER_RUN = {
     QUARANTINED: {"settings", "preview", "dagster/column_schema"},
     FILTERED_EVENTS: {"settings", "dagster/column_schema"},
 }
-EVERY_PARTITION = {"run_limits", "run_state", "rules_digest", "rows_written"}
+EVERY_PARTITION = {"run_limits", "run_state", "rules_digest", "table_version"}
 
 
 def test_a_ranged_run_stores_what_is_the_same_for_every_hour_once(spark, tmp_path, monkeypatch):
@@ -35,6 +36,7 @@ def test_a_ranged_run_stores_what_is_the_same_for_every_hour_once(spark, tmp_pat
     run = execute_job(HOURLY_JOB, instance=instance, partitions=(HOURS[0], HOURS[-1]), echo=print)
     assert run.success, run.failures
 
+    written = read_table(Settings.load().table_path(BASE_EVENTS)).num_rows
     for asset, once in ONCE_PER_RUN.items():
         records = instance.fetch_materializations(AssetKey(asset), limit=100).records
         by_hour = {r.asset_materialization.partition: r.asset_materialization.metadata for r in records}
@@ -43,9 +45,20 @@ def test_a_ranged_run_stores_what_is_the_same_for_every_hour_once(spark, tmp_pat
             assert EVERY_PARTITION <= set(metadata), (asset, hour, sorted(metadata))
             on_this_hour = once & set(metadata)
             assert on_this_hour == (once if hour == HOURS[-1] else set()), (asset, hour, sorted(metadata))
+            # The run's totals are not repeated beside each hour's own figures: they are observed
+            # once, on the run's last hour.
+            assert not {"rows_written", "event_copies_rows_written"} & set(metadata), (asset, hour, sorted(metadata))
+        totals = [r.asset_observation for r in instance.fetch_observations(AssetKey(asset), limit=100).records
+                  if "rows_written" in r.asset_observation.metadata]
+        assert [o.partition for o in totals] == [HOURS[-1]], asset
+        assert totals[0].metadata["run_partitions"].value == f"{HOURS[0]} .. {HOURS[-1]}"
         # The latest materialization, whose columns the UI shows, is the last hour's.
         (latest,) = instance.fetch_materializations(AssetKey(asset), limit=1).records
         assert latest.asset_materialization.partition == HOURS[-1], asset
+    (base_totals,) = [r.asset_observation.metadata for r in
+                      instance.fetch_observations(AssetKey(BASE_EVENTS), limit=100).records
+                      if "rows_written" in r.asset_observation.metadata]
+    assert base_totals["rows_written"].value == written == 6  # two events an hour, three hours
     columns = by_hour[HOURS[-1]]["dagster/column_schema"].value.columns
     assert {"event_id", "domain_sessionid", "event_date"} <= {c.name for c in columns}
 
@@ -53,7 +66,6 @@ def test_a_ranged_run_stores_what_is_the_same_for_every_hour_once(spark, tmp_pat
     from deltalake import DeltaTable
 
     from incremental_assets.names import EVENT_COPIES, FILTERED_COUNTS, HOUR_LEDGER
-    from incremental_assets.settings import Settings
 
     for table in (EVENT_COPIES, FILTERED_COUNTS, HOUR_LEDGER):
         (observed,) = instance.fetch_observations(AssetKey(table), limit=1).records
