@@ -10,7 +10,7 @@
 4. Sessions touched by the window (or by a removed copy, or by a row of an earlier run of the
    window that the source no longer holds) are recomputed from all their events.
 5. filtered_events for the window, and again for every touched session whose row changed in
-   a field filtered rows carry (seed 000: all historic events of the session are reprocessed).
+   a field filtered rows carry (all the session's historic events are processed again).
    Those sessions are queued (`sessions_to_refilter`) before the new session rows are written
    and taken off the queue once their filtered rows are: a crash in between leaves them
    queued, and the next run derives them again.

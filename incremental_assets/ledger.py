@@ -5,7 +5,7 @@ Rows are *unaccounted* when filtered - aggregated - pending is not 0 for some (e
 load day): new rows nobody planned yet, rows a rerun removed, a plan whose daily run failed or
 never ran. Every plan covers every such day, whatever hour touched it (docs/rules.md 6):
 - a day with fewer rows than accounted for is rebuilt (pending never goes negative);
-- otherwise seed 001's rule on its unaccounted rows: rebuilt when one is on time or when its
+- otherwise the time-based late-data rule on its unaccounted rows: rebuilt when one is on time or when its
   pending plus late rows reach min_rows_to_process, else they become pending.
 A rebuild writes the day's ledger rows after daily_aggregates: the completion marker.
 An event day an operator skipped is never planned: its unaccounted rows are added to its
@@ -150,7 +150,7 @@ def late_days(settings: Settings, ledger: DailyLedger | None = None) -> tuple[La
     # A skipped day is never rebuilt: whatever changed in its rows is held back with its pending ones.
     held = {pair: n for pair, n in open_rows.items() if pair[0] in skipped}
     open_rows = {pair: n for pair, n in open_rows.items() if pair not in held}
-    # Rebuilt whatever seed 001 says: a day with fewer rows than accounted for (a rerun removed
+    # Rebuilt whatever the late-data rule says: a day with fewer rows than accounted for (a rerun removed
     # some), or with other content at the same count (rows corrected in place).
     must_rebuild = {day for (day, _), n in open_rows.items() if n < 0}
     must_rebuild |= {day for day in ledger.content_changed_days if day >= first_day}

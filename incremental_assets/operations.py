@@ -84,7 +84,7 @@ def _due_work(settings: Settings, plan, manifest: ManifestStore) -> str:
 
 
 def _each_asset(settings: Settings, plan, manifest: ManifestStore) -> list[str]:
-    """Where each asset stands by its own record, so that none waits for another (seed 000's
+    """Where each asset stands by its own record, so that none waits for another (Snowplow's
     per-model limits): the hourly step's processed prefix (its four assets are one step), the
     loads whose filtered rows daily_aggregates has aggregated (or holds pending) and the days it
     has to rebuild, and what attributes has left to take."""

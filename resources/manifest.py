@@ -1,4 +1,4 @@
-"""The processing manifest: an append-only Delta table of records (DESIGN 6, seed 003).
+"""The processing manifest: an append-only Delta table of records (DESIGN 6; as Snowplow's processing manifest keeps one).
 
 One item per (asset, partition key). A run claims its items with PROCESSING records before
 computing, and closes them with PROCESSED (after the data commit) or FAILED. The rules of

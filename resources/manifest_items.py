@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 def item_id(asset: str, partition_key: str | None, unit: str | None = None) -> str:
-    """`asset/key`. A run scoped to some app ids (a catch-up: seed 004's units) claims items of
+    """`asset/key`. A run scoped to some app ids (a catch-up: units, as in LinkedIn's watermarks) claims items of
     its own, `asset@app_ids/key`: its failure fail-locks those apps' work on the hour alone."""
     return f"{asset}{'@' + unit if unit else ''}/{partition_key or 'all'}"
 

@@ -1,4 +1,4 @@
-"""Watermarks per app (seed 004's units): which app ids a load hour still needs, once its data
+"""Watermarks per app (units, as in LinkedIn's watermarks): which app ids a load hour still needs, once its data
 is processed for the others.
 
 With `app_ids` set, the hour ledger records, beside what each hour was processed from, the app

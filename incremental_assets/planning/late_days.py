@@ -1,6 +1,6 @@
 """Which event days to (re)build in the daily aggregates, and which late rows to skip for now.
 
-Seed 001's time-based logic: each event day keeps a count of late rows it skipped; a day is
+Snowplow's time-based late-data logic: each event day keeps a count of late rows it skipped; a day is
 rebuilt from every filtered row it has when new rows arrive on time, or when enough late rows
 have piled up. So every filtered row is either aggregated or counted as skipped.
 """

@@ -1,4 +1,4 @@
-"""The rules of an append-only processing manifest (Snowplow Processing Manifest, seed 003).
+"""The rules of an append-only processing manifest (as Snowplow's processing manifest keeps one).
 
 An item (one volume of data: here an asset's partition window) has no stored state: its
 status is derived by replaying its records in log order. PROCESSING is a lock; it is closed

@@ -9,9 +9,9 @@ never does. Due hours separated by a short gap of hours without data run as one 
 Hours an operator skipped, fail-locked hours and hours a live run holds are left
 out by the caller (`excluded`).
 
-`last_success` is the end of the contiguous processed prefix since `start`: the cursor of seed
-002 stops at the first gap. `lookback_window_hours` (seed 000) re-runs that many hours before
-the end of the prefix's last hour with data every time (default 0: reconciliation re-runs
+`last_success` is the end of the contiguous processed prefix since `start`: a cursor-based sync's
+cursor stops at the first gap. `lookback_window_hours` (as in Snowplow's incremental logic) re-runs
+that many hours before the end of the prefix's last hour with data every time (default 0: reconciliation re-runs
 exactly the hours that changed).
 `grace` delays an hour's first processing until it has been closed that long (late files may
 still land in it); `abstinent` delays re-running a changed hour until its last processing is
@@ -153,7 +153,7 @@ def split_ranges(ranges: list[tuple[datetime, datetime]], max_hours: int) -> lis
 
 
 def closed_hours(start: datetime, now: datetime) -> list[datetime]:
-    """Every closed load hour from `start`'s hour to `now` (seed 002's cursor, one hour a window)."""
+    """Every closed load hour from `start`'s hour to `now` (a cursor-based sync's cursor, one hour a window)."""
     first = utc("start", start).replace(minute=0, second=0, microsecond=0)
     closed_end = utc("now", now).replace(minute=0, second=0, microsecond=0)
     return [window[0] for window in DatetimeCursor(start=first, step="PT1H").windows(None, closed_end)]

@@ -76,7 +76,7 @@ def get_run_limits(last_success: Mapping[str, datetime], models: Sequence[str], 
                    start_date: datetime, backfill_limit_days: int,
                    lookback_window_hours: float, now: datetime) -> RunLimits:
     """Pick the first matching state of first run, new model, models out of sync, standard run, and
-    apply its limits (seed 000), never letting the upper limit pass `now`."""
+    apply its limits (Snowplow's incremental logic), never letting the upper limit pass `now`."""
     model_names, history, start_date, backfill, lookback, now = _validated(
         last_success, models, start_date, backfill_limit_days, lookback_window_hours, now)
     if not history:
