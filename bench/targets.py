@@ -1,4 +1,4 @@
-"""Issue 43's targets: which a run's figures meet, and which its size or options leave out."""
+"""The benchmark's targets: which a run's figures meet, and which its size or options leave out."""
 
 from __future__ import annotations
 
@@ -17,11 +17,11 @@ def plan_estimate_ratio(incremental: dict) -> float | None:
     return max((max(e / s, s / e) for e, s in pairs), default=None)
 
 
-# Issue 43's: an hour on the sparse long history at most this many times one on a short one.
+# Target: an hour on the sparse long history at most this many times one on a short one.
 SPARSE_HISTORY_RATIO = 1.1
-# Issue 43's: the attributes step at most this share of a warm hour, at every length of history.
+# Target: the attributes step at most this share of a warm hour, at every length of history.
 ATTRIBUTES_SHARE = 0.10
-# Issue 43's: the warm full rebuild of the full-size run (10M events over 30 days) at most this.
+# Target: the warm full rebuild of the full-size run (10M events over 30 days) at most this.
 FULL_SIZE_REBUILD_SECONDS = 450
 
 

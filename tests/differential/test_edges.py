@@ -1,18 +1,18 @@
-"""Exactly once at the edges (issue 41): what hours run out of order, copies landing in old
+"""Exactly once at the edges: what hours run out of order, copies landing in old
 hours and rows deleted after they were processed do, judged against the documented rules.
 
 One source holds three independent scenarios (their own users and sessions), processed in
 two phases: everything loaded up to day 41, then late files land in old hours and a copy is
 deleted from the source, and one `run --until` runs what that makes due.
 
-- item 2, a dropped copy still dominates: copies c0 (day 0), c1 (day 20), c2 (day 40) of one
+- a dropped copy still dominates: copies c0 (day 0), c1 (day 20), c2 (day 40) of one
   event, look-back 30 days. c1 is dropped (c0 is 20 days before it) and still drops c2. c2's
   hour is processed first; c1 lands afterwards in its old hour: c2 must go.
-- item 1, counts of later hours: a session's first event lands late in an old load hour; the
+- counts of later hours: a session's first event lands late in an old load hour; the
   session's start moves 22 hours earlier and its limit (3 days) now cuts an event of a later,
   already processed load hour. That hour's filtered count and its day's aggregates must lose
   the cut row (they kept it: the counts stopped at the window's end).
-- item 3a, a deleted copy revives the copy it had dropped: r0 (day 0) drops its replay r1
+- a deleted copy revives the copy it had dropped: r0 (day 0) drops its replay r1
   (day 10); r0 is deleted from the source: r0's hour runs again, and r1, alone now, must
   become the event (its hour is made due again by that run).
 """
@@ -84,7 +84,7 @@ def test_late_landings_and_deletes_in_old_hours_give_the_documented_tables(spark
 
 
 def test_a_source_partitioned_by_the_loaders_local_date_loses_no_row(spark, instance, tmp_path, monkeypatch):
-    """Issue 41, item 8a: a loader in UTC+2 names load_date folders by its local date, so rows
+    """A loader in UTC+2 names load_date folders by its local date, so rows
     loaded from 22:00 UTC sit in the next day's folder. Hour by hour, every row is processed
     once, as the documented rules (which know nothing of folders) say."""
     from incremental_assets import runner
@@ -111,7 +111,7 @@ def test_a_source_partitioned_by_the_loaders_local_date_loses_no_row(spark, inst
 
 def test_an_unpartitioned_source_rejects_rows_without_a_load_tstamp(
         spark, instance, tmp_path, monkeypatch):
-    """Issue 41, item 11: a row without a load_tstamp is read in the hour of its
+    """A row without a load_tstamp is read in the hour of its
     collector_tstamp and rejected for it (rules 1 and 2), in a source without partitions too
     (its read once required a load_tstamp, and the row vanished)."""
     from incremental_assets import runner
@@ -134,7 +134,7 @@ def test_an_unpartitioned_source_rejects_rows_without_a_load_tstamp(
 
 
 def test_rows_corrected_in_place_reach_the_daily_aggregates(spark, instance, tmp_path, monkeypatch):
-    """Issue 41, item 4: a processed hour's rows corrected in the source (a fixed tr_total, a
+    """A processed hour's rows corrected in the source (a fixed tr_total, a
     pseudonymised domain_userid), the same number of rows: the hour runs again and so must its
     event day, whose counts did not move. Then a column only a declared attribute reads
     (`user_id`, read by `identified_as`) is corrected alone: the day is rebuilt all the same."""
@@ -206,7 +206,7 @@ def test_a_lake_written_before_row_digests_is_not_rebuilt_on_every_run(spark, in
 
 @pytest.mark.long
 def test_a_session_older_than_the_session_lookback_loses_no_filtered_row(spark, instance, tmp_path, monkeypatch):
-    """Issue 41, item 11: a session whose loads span more than session_lookback_days (an
+    """A session whose loads span more than session_lookback_days (an
     assumption of rules.md section 4 broken) changes: its rows older than the look-back are
     not derived again, and must not be deleted either."""
     from incremental_assets import runner
@@ -229,7 +229,7 @@ def test_a_session_older_than_the_session_lookback_loses_no_filtered_row(spark, 
 
 def test_an_hour_skipped_after_a_failed_run_wrote_part_of_it_leaves_nothing_of_it(spark, instance, tmp_path,
                                                                                    monkeypatch):
-    """Item 6: the failed run wrote the hour's copies, base rows, sessions and filtered rows and
+    """The failed run wrote the hour's copies, base rows, sessions and filtered rows and
     failed at its counts. Skipping the hour must undo all of it, as if it never held a row."""
     from incremental_assets import runner
     from incremental_assets.assets import hourly as hourly_asset
@@ -312,7 +312,7 @@ def test_an_hour_skipped_while_its_run_writes_its_ledger_runs_again_as_empty(spa
 # before the start date is planned in `make test` (tests/unit/planning/test_late_days.py).
 @pytest.mark.long
 def test_a_start_date_moved_later_leaves_nothing_from_before_it(spark, instance, tmp_path, monkeypatch):
-    """Item 11: start_date moved from day -1 to day 1 after days -1..3 were processed. Rows
+    """`start_date` moved from day -1 to day 1 after days -1..3 were processed. Rows
     loaded before the new start must leave every table: sessions that began before it start
     again from their first event after it (a runaway bot's limit moves), a copy it had dropped
     is an event again, the days before it have no daily rows, their users no attributes, and

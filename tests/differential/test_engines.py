@@ -66,7 +66,7 @@ def _delete(spark, path: str, column: str, values) -> None:
 
 def test_a_spark_written_source_with_deletion_vectors_hides_the_deleted_rows(spark, instance, tmp_path, monkeypatch):
     """Rows deleted by deletion vector before they are processed are never read; a user erased
-    from the source by deletion vector after processing (issue 41, 3c: no file path, size or
+    from the source by deletion vector after processing (no file path, size or
     row count changes) re-runs the hours that held them and leaves no trace in any table."""
     from incremental_assets import plans, runner
     from incremental_assets.settings import Settings

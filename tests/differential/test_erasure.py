@@ -1,4 +1,4 @@
-"""Erasure (issue 41): `forget` removes users from every table as if the source had never held
+"""Erasure: `forget` removes users from every table as if the source had never held
 their rows, keeps them out of later runs, and vacuum then leaves no data file holding them.
 
 Three users are erased at once: e-u1 (sessions over midnight: two event days, load hours on

@@ -1,4 +1,4 @@
-"""Source maintenance is not a change (issue 41, item 9): compaction rewrites a source's files
+"""Source maintenance is not a change: compaction rewrites a source's files
 with the same rows (a `dataChange: false` commit), which changes every fingerprint it covers.
 The plan follows the Delta log instead: compacted hours are not run again, while an hour whose
 rows really changed after the compaction (a late landing, a delete) still is."""

@@ -126,7 +126,7 @@ def test_a_second_attributes_run_waits_for_the_run_that_holds_the_item(instance,
 
 
 def test_attributes_leave_the_users_queued_by_a_daily_run_still_in_progress(instance, spark):
-    # Issue 41, item 11: a daily run queues its users before it commits daily_aggregates; an
+    # A daily run queues its users before it commits daily_aggregates; an
     # attributes run meanwhile would compute them from the old daily rows and consume the queue
     # rows, and the users would keep stale attributes. Rows of a finished run are consumed.
 

@@ -1,4 +1,4 @@
-"""A fail-locked event day (issue 41, item 11): the late-days sensor and `run` rebuild the other
+"""A fail-locked event day: the late-days sensor and `run` rebuild the other
 days and name the locked one, instead of launching a daily run that fails at its claim, every
 minute. The manifest is real (delta-rs); the daily ledger's plan is given. No Spark."""
 import datetime as dt

@@ -47,7 +47,7 @@ TURN = "hourly_step/turn"
 
 
 def test_a_turn_is_held_by_one_run_at_a_time_and_released_by_a_failure_too(store):
-    # Issue 41, item 7: steps over different hours take turns through one item, so two never
+    # Steps over different hours take turns through one item, so two never
     # run at once; a failed step fail-locks its own items, never the turn.
     other_hour = "base_events/2026-01-05-02:00"
     store.claim([*ITEMS, TURN], application="hourly", run_id="r1", run_finished=never_finished)

@@ -1,4 +1,4 @@
-"""The plan after a failed run (issue 41, item 6): an hour whose last run failed may hold part
+"""The plan after a failed run: an hour whose last run failed may hold part
 of that run's output, so once resolved it runs again, even where the ledger (written by the run
 before, which succeeded) still matches the source. Delta tables through delta-rs; no Spark."""
 import datetime as dt

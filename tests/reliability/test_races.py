@@ -117,7 +117,7 @@ def test_two_runs_of_different_ranges_at_once_both_write_and_keep_each_others_ro
 
     manifest = ManifestStore(str(warehouse / MANIFEST))
     assert all(s.status is ItemStatus.READY for s in manifest.states().values())
-    # Issue 41, item 7: the two steps took turns (the hourly_step/turn item), so every table,
+    # The two steps took turns (the hourly_step/turn item), so every table,
     # sessions and their filtered rows included, holds what one run over both ranges writes.
     turns = [r for r in manifest.records() if r.item_id == HOURLY_TURN and r.state.name == "PROCESSING"]
     assert len(turns) >= 2

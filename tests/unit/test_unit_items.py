@@ -1,4 +1,4 @@
-"""A catch-up run's manifest items carry its app ids (seed 004's units): the same load hour's
+"""A catch-up run's manifest items carry its app ids (units): the same load hour's
 items for every app stay free when the catch-up of some apps fails."""
 import pytest
 

@@ -1,4 +1,4 @@
-"""Days to (re)build for late-arriving rows, and the conservation of every row (seed 001)."""
+"""Days to (re)build for late-arriving rows, and the conservation of every row."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The processing manifest's rules: locks, failures, resolution, skipping (seed 003)."""
+"""The processing manifest's rules: locks, failures, resolution, skipping."""
 
 from __future__ import annotations
 

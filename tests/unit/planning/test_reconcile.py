@@ -131,7 +131,7 @@ def test_lookback_window_hours_reruns_hours_before_last_success():
 
 
 def test_lookback_hours_never_hold_due_hours_back():
-    # Issue 41, item 10: processed up to 05:00, then data again 30 h later, a 1-day backfill
+    # Processed up to 05:00, then data again 30 h later, a 1-day backfill
     # window. The look-back hours anchored the window: the due hours stayed deferred forever.
     source = {h: "x" for h in [*range(6), 36, 37]}
     processed = {h: done("x") for h in range(6)}

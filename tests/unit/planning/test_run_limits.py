@@ -1,4 +1,4 @@
-"""Run limits: seed 000's four states, in order, and the per-model variant."""
+"""Run limits: Snowplow's four run-limit states, in order, and the per-model variant."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Time and unit watermarks, with seed 004's worked examples."""
+"""Time and unit watermarks, with the worked examples of LinkedIn-style watermarks."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def test_negative_periods_are_refused(name):
         windows_to_run([], {}, **periods)
 
 
-# -- seed 004: one unpartitioned watermark from 2020-01-01 to P0D -----------------------------
+# -- one unpartitioned watermark from 2020-01-01 to P0D -----------------------------
 
 def watermark_window(run_day: datetime):
     return [(resolve_bound("2020-01-01", run_day), resolve_bound("P0D", run_day))]
@@ -65,7 +65,7 @@ def test_seed_abstinent_example_skips_a_day_then_runs_again():
         (utc(2020, 1, 16), utc(2020, 1, 17))]
 
 
-# -- seed 004: partitioned watermarks -------------------------------------------------------
+# -- partitioned watermarks -------------------------------------------------------
 
 def test_seed_daily_example_grace_three_days():
     first = partition_windows(utc(2020, 1, 1), utc(2020, 2, 21), "daily")

@@ -23,7 +23,7 @@ def berlin_host(monkeypatch):
 
 
 def test_timestamp_ntz_load_times_are_utc_hours_whatever_the_host_time_zone(tmp_path, berlin_host):
-    # Issue 41, item 8b: a TIMESTAMP_NTZ load_tstamp is a UTC wall time to the runs (Spark's
+    # A TIMESTAMP_NTZ load_tstamp is a UTC wall time to the runs (Spark's
     # session time zone is UTC); the sensor placed it in the host's zone, an hour off here.
     loads = [dt.datetime(2026, 1, 5, 10, 30), dt.datetime(2026, 1, 5, 11, 59)]
     table = pa.table({"event_id": ["a", "b"], "load_tstamp": pa.array(loads, pa.timestamp("us")),
@@ -36,7 +36,7 @@ def test_timestamp_ntz_load_times_are_utc_hours_whatever_the_host_time_zone(tmp_
 
 
 def test_partition_days_name_the_folders_that_hold_the_hours_asked_for(tmp_path):
-    # Issue 41, item 8a: a loader in UTC+2 writes load_date as its local date, so the rows
+    # A loader in UTC+2 writes load_date as its local date, so the rows
     # loaded at 22:30 UTC on the 5th sit in load_date=2026-01-06. The plan places them by
     # their load_tstamp statistics; the reader must read the folder the plan found them in.
     def load_file(load: dt.datetime, local_day: dt.date):
@@ -60,7 +60,7 @@ def test_partition_days_name_the_folders_that_hold_the_hours_asked_for(tmp_path)
 
 
 def test_a_file_with_garbage_load_times_counts_only_in_the_hours_it_holds(tmp_path):
-    # Issue 41, item 11: one row loaded "in 1970" and one "in 2099" stretch the file's
+    # One row loaded "in 1970" and one "in 2099" stretch the file's
     # statistics over every hour of the history; the file is read to find its real hours.
     loads = [dt.datetime(2026, 1, 5, 10, 30, tzinfo=UTC), dt.datetime(2026, 1, 5, 10, 45, tzinfo=UTC),
              dt.datetime(1970, 1, 1, tzinfo=UTC), dt.datetime(2099, 12, 31, 23, tzinfo=UTC),

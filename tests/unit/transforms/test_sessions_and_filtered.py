@@ -51,7 +51,7 @@ def test_sessions_past_max_days_are_quarantined_and_their_far_events_not_kept(ev
 
 
 def test_an_event_past_the_limit_changes_nothing_but_quarantined_at(events_df):
-    """Issue 41, item 5: a frozen quarantined session is never recomputed for a far-out event,
+    """A frozen quarantined session is never recomputed for a far-out event,
     so such an event's user_id and smaller domain_sessionidx must not count in a rebuild either."""
     inside = [event("a", derived=ts(0), load=ts(0.1), user_id="early"), event("b", derived=ts(1), load=ts(1.1))]
     far = event("z", derived=ts(5, days=4), load=ts(5.1, days=4), user_id="login", domain_sessionidx=0)
