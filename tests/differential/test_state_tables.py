@@ -67,7 +67,8 @@ def tables_holding(tables: dict[str, list[dict]], texts) -> dict[str, list[str]]
     return {name: rows for name, rows in found.items() if rows}
 
 
-def test_forget_leaves_no_table_holding_the_erased_ids(spark, instance, tmp_path, monkeypatch):
+def test_forget_then_a_moved_start_leave_nothing_behind_in_any_table(spark, instance, tmp_path, monkeypatch):
+    """One lake (a first run spared): forget, the next hour, then the start moved later."""
     from incremental_assets import forget, plans, runner
     from incremental_assets.operations import skip_item
     from incremental_assets.settings import Settings
@@ -102,22 +103,14 @@ def test_forget_leaves_no_table_holding_the_erased_ids(spark, instance, tmp_path
     assert report.success and not report.refused, report.refused
     assert after["erasure_requests"], "the request is recorded, as digests"
 
-
-def test_a_start_moved_later_leaves_no_row_before_it(spark, instance, tmp_path, monkeypatch):
-    from incremental_assets import runner
-
-    source, warehouse = str(tmp_path / "events"), tmp_path / "incremental"
-    use(monkeypatch, source, warehouse, **WITH_DECLARED)
-    hostile.write_source(source, source_rows())
-    assert runner.run_until(at(4, 1), instance=instance, echo=quiet).success
+    # The start moved later: every table keyed by time loses what lies before it.
     start = at(1)
-    assert before_start(warehouse_tables(warehouse), start), "the first run wrote rows before the new start"
-
+    assert before_start(after, start), "the runs wrote rows before the new start"
     monkeypatch.setenv("INCREMENTAL_START_DATE", start.date().isoformat())
-    assert runner.run_until(at(4, 2), instance=instance, echo=quiet).success
-    left = before_start(warehouse_tables(warehouse), start)
-    assert not left, "tables still holding rows before the new start:\n" + "\n".join(
-        f"  {name}: {len(rows)} row(s), e.g. {rows[0]}" for name, rows in sorted(left.items()))
+    assert runner.run_until(at(4, 4), instance=instance, echo=quiet).success
+    early = before_start(warehouse_tables(warehouse), start)
+    assert not early, "tables still holding rows before the new start:\n" + "\n".join(
+        f"  {name}: {len(rows)} row(s), e.g. {rows[0]}" for name, rows in sorted(early.items()))
 
 
 # The columns a table is keyed by time in: load times and hours, and event days (a row loaded
