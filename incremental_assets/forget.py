@@ -207,19 +207,21 @@ def erase_from_skipped_days(settings: Settings, tables: TableStore, ids: ErasedI
     found: dict[str, tuple[DataFrame, list]] = {}
     for name in (DAILY_AGGREGATES, ATTRIBUTE_STATES):
         if days and tables.exists(name):
-            holding = ERASED_ROWS.get(name, (holding_erased,))[0](
-                tables.read(name).where(F.col("event_date").isin(days)), ids)
-            # An erased user's rows of a few days: collected before their table is rewritten.
-            rows = holding.collect()
+            on_days = tables.read(name).where(F.col("event_date").isin(days))
+            pairs = ERASED_ROWS.get(name, (holding_erased,))[0](on_days, ids).select("event_date", "domain_userid")
+            # Every row of a (day, user) holding the ids: they are replaced together. A few users'
+            # rows of a few days, collected before their table is rewritten.
+            held = on_days.join(pairs.distinct(), ["event_date", "domain_userid"]).select(*on_days.columns)
+            rows = held.collect()
             if rows:
-                found[name] = (holding.sparkSession.createDataFrame(rows, holding.schema), rows)
+                found[name] = (held.sparkSession.createDataFrame(rows, held.schema), rows)
     users = sorted({r["domain_userid"] for _, rows in found.values() for r in rows})
     if not users:
         return []
     queue = tables.spark.createDataFrame([(u,) for u in users], "domain_userid string")
     tables.append(USERS_TO_REFRESH, queued(queue, run_id))
-    for name, (holding, rows) in found.items():
-        cleaned = ERASED_ROWS.get(name, (None, without_erased))[1](holding, ids)
+    for name, (held, rows) in found.items():
+        cleaned = ERASED_ROWS.get(name, (None, without_erased))[1](held, ids)
         by_day: dict = {}
         for r in rows:
             by_day.setdefault(r["event_date"], set()).add(r["domain_userid"])

@@ -56,6 +56,12 @@ def warehouse_tables(warehouse: Path) -> dict[str, list[dict]]:
     return {name: read_table(warehouse / name).to_pylist() for name in WAREHOUSE_TABLES if name in present}
 
 
+def state_values(tables: dict[str, list[dict]], user: str) -> set[tuple]:
+    """The user's attribute states as (day, state key, value, events)."""
+    return {(r["event_date"], v["value"], r["attribute"], v["events"]) for r in tables["attribute_states"]
+            if r["domain_userid"] == user for v in r["value_counts"]}
+
+
 def row_text(row: dict) -> str:
     """A row's every value as text, nested lists, structs and JSON text included."""
     return json.dumps(row, default=str, ensure_ascii=False)
@@ -78,7 +84,8 @@ def test_forget_then_a_moved_start_leave_nothing_behind_in_any_table(spark, inst
     use(monkeypatch, source, warehouse, **WITH_DECLARED)
     hostile.write_source(source, source_rows())
     assert runner.run_until(at(4, 1), instance=instance, echo=quiet).success
-    before = tables_holding(warehouse_tables(warehouse), ERASED_TEXT)
+    first = warehouse_tables(warehouse)
+    before = tables_holding(first, ERASED_TEXT)
     # The walk reaches every kind of table a user's rows sit in.
     assert {"base_events", "event_copies", "rejected_events", "sessions_lifecycle_manifest", "quarantined_sessions",
             "filtered_events", "daily_aggregates", "attributes", "attribute_states"} <= set(before), sorted(before)
@@ -100,6 +107,8 @@ def test_forget_then_a_moved_start_leave_nothing_behind_in_any_table(spark, inst
         f"  {name}: {len(rows)} row(s), e.g. {rows[0][:400]}" for name, rows in sorted(left.items()))
     # The others stay: the device that logged in as the erased user_id keeps its other rows.
     assert tables_holding(after, ("y-u2",)).keys() >= {"base_events", "daily_aggregates", "attribute_states"}
+    # Its states of the skipped day lose the erased value alone.
+    assert state_values(after, "y-u2") == {v for v in state_values(first, "y-u2") if v[1] != ERASED_LOGIN}
     assert report.success and not report.refused, report.refused
     assert after["erasure_requests"], "the request is recorded, as digests"
 
