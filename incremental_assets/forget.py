@@ -4,7 +4,9 @@
    hours that hold them (in the source, in base_events or among the rejected rows).
 2. `request_erasure` records the request (ids as digests) and makes those hours due again, both
    while holding the hourly step's turn: an hourly run either ended before the record and is
-   run again, or starts after the run-again rows and already leaves the ids out.
+   run again, or starts after the run-again rows and already leaves the ids out. The event days
+   an operator skipped are never rebuilt, so it removes the ids from their daily rows and
+   attribute states itself, and queues those users for attributes.
 3. The caller runs the pipeline (`runner.run_until`): each due hour is read without the erased
    rows, which removes them as a delete in the source would (their copies, sessions, filtered
    rows and counts), and the days and users they touched are aggregated again.
@@ -19,18 +21,24 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from incremental_assets.daily_steps import queued
 from incremental_assets.erasure import COMPLETED, REQUESTED, RequestRecord, append_records
+from incremental_assets.ledger import skipped_event_days
 from incremental_assets.names import (
     ALL_TABLES,
+    ATTRIBUTE_STATES,
     BASE_EVENTS,
+    DAILY_AGGREGATES,
     FILTERED_EVENTS,
     HOUR_LEDGER,
     HOURLY_TURN,
     REJECTED_EVENTS,
+    USERS_TO_REFRESH,
 )
 from incremental_assets.planning.processing_manifest import State
 from incremental_assets.planning.reconcile import RUN_AGAIN
@@ -38,11 +46,22 @@ from incremental_assets.progress import LEDGER_SCHEMA, processed_hours
 from incremental_assets.settings import Settings
 from incremental_assets.sources.reader import read_source
 from incremental_assets.sources.schema import load_time
-from incremental_assets.transforms.erasure import ID_COLUMNS, ErasedIds, holding_erased, id_digest
+from incremental_assets.transforms.erasure import (
+    ID_COLUMNS,
+    ErasedIds,
+    holding_erased,
+    id_digest,
+    states_holding_erased,
+    states_without_erased,
+    without_erased,
+)
 from resources.manifest import ItemLockedError, ManifestStore, abandoned_lock_check, claiming_process
-from resources.tables import TableStore
+from resources.tables import RowRange, TableStore
 
 SOURCE = "source"  # the source's row count, beside the tables' (the source is the loader's to erase)
+# Per table, its rows holding the ids and its rows without them, where a table holds them
+# otherwise than in its id columns.
+ERASED_ROWS = {ATTRIBUTE_STATES: (states_holding_erased, states_without_erased)}
 
 
 @dataclass(frozen=True)
@@ -104,7 +123,7 @@ def find(settings: Settings, tables: TableStore, ids: ErasedIds) -> Found:
         df = tables.read(name)
         if not set(ID_COLUMNS) & set(df.columns):
             continue
-        holding = holding_erased(df, ids)
+        holding = ERASED_ROWS.get(name, (holding_erased,))[0](df, ids)
         if name == BASE_EVENTS and ids.digests.get("user_id"):
             linked = _linked_domain_userids(holding, ids)
         if name in (BASE_EVENTS, REJECTED_EVENTS):
@@ -173,9 +192,44 @@ def request_erasure(settings: Settings, tables: TableStore, ids: ErasedIds, *, i
             rows = [(hour, RUN_AGAIN, settings.rules_digest(), now, request_id, None, None, None)
                     for hour in found.load_hours]
             tables.merge(HOUR_LEDGER, tables.spark.createDataFrame(rows, LEDGER_SCHEMA), keys=["load_hour_tstamp"])
+        erase_from_skipped_days(settings, tables, ids, request_id)
     finally:
         manifest.close([], run_id=request_id, state=State.PROCESSED, application="forget", released=[HOURLY_TURN])
     return ErasureRequest(request_id, ids, found, note)
+
+
+def erase_from_skipped_days(settings: Settings, tables: TableStore, ids: ErasedIds, run_id: str) -> list[str]:
+    """Remove the ids from the daily rows and attribute states of the event days an operator
+    skipped: the hours run again rebuild every other day, never those. Their users are queued
+    for attributes before and after (an attributes run between the two still leaves the second
+    queue rows); returns them."""
+    days = sorted(skipped_event_days(settings))
+    found: dict[str, tuple[DataFrame, list]] = {}
+    for name in (DAILY_AGGREGATES, ATTRIBUTE_STATES):
+        if days and tables.exists(name):
+            on_days = tables.read(name).where(F.col("event_date").isin(days))
+            pairs = ERASED_ROWS.get(name, (holding_erased,))[0](on_days, ids).select("event_date", "domain_userid")
+            # Every row of a (day, user) holding the ids: they are replaced together. A few users'
+            # rows of a few days, collected before their table is rewritten.
+            held = on_days.join(pairs.distinct(), ["event_date", "domain_userid"]).select(*on_days.columns)
+            rows = held.collect()
+            if rows:
+                found[name] = (held.sparkSession.createDataFrame(rows, held.schema), rows)
+    users = sorted({r["domain_userid"] for _, rows in found.values() for r in rows})
+    if not users:
+        return []
+    queue = tables.spark.createDataFrame([(u,) for u in users], "domain_userid string")
+    tables.append(USERS_TO_REFRESH, queued(queue, run_id))
+    for name, (held, rows) in found.items():
+        cleaned = ERASED_ROWS.get(name, (None, without_erased))[1](held, ids)
+        by_day: dict = {}
+        for r in rows:
+            by_day.setdefault(r["event_date"], set()).add(r["domain_userid"])
+        tables.replace(name, cleaned, small=True, rows=[
+            RowRange("event_date", day, day + timedelta(days=1), key="domain_userid", values=tuple(sorted(u)))
+            for day, u in sorted(by_day.items())])
+    tables.append(USERS_TO_REFRESH, queued(queue, f"{run_id}-after"))
+    return users
 
 
 def complete_erasure(settings: Settings, tables: TableStore, request: ErasureRequest, *, now: datetime) -> Found:

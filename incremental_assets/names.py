@@ -37,6 +37,9 @@ STATE_TABLES = (REJECTED_EVENTS, EVENT_COPIES, HOUR_LEDGER, FILTERED_COUNTS, SES
                 DAY_LEDGER, USERS_TO_REFRESH, ATTRIBUTE_STATES, PROCESSING_MANIFEST, ERASURE_REQUESTS, SKIPPED_HOURS)
 # Every table the pipeline keeps (what table maintenance covers).
 ALL_TABLES = (*ALL_ASSETS, *STATE_TABLES)
+# Every table the pipeline writes in the warehouse: the kept tables and the record of plans.
+# What must hold no erased user and nothing before a moved start is checked over this list.
+WAREHOUSE_TABLES = (*ALL_TABLES, PLANS)
 # The columns a table's files are partitioned by when the pipeline creates it (the tables not
 # named here are not partitioned). A step that holds rows it will write to one of these tables
 # as files lays them out the same way, so the write can take those files as they are.

@@ -42,6 +42,11 @@ class ErasedIds:
     def __bool__(self) -> bool:
         return any(self.digests.values())
 
+    @property
+    def all_digests(self) -> list[str]:
+        """Every erased id's digest, whatever column named it."""
+        return sorted({d for digests in self.digests.values() for d in digests})
+
     def matches(self, df: DataFrame) -> Column:
         """True for a row holding an erased id, false otherwise (never null)."""
         hits = [F.coalesce(F.sha2(F.col(column).cast("string"), 256).isin(sorted(digests)), F.lit(False))
@@ -60,3 +65,29 @@ def without_erased(rows: DataFrame, erased: ErasedIds) -> DataFrame:
 def holding_erased(rows: DataFrame, erased: ErasedIds) -> DataFrame:
     """The rows holding an erased id."""
     return rows.where(erased.matches(rows)) if erased else rows.limit(0)
+
+
+def _erased_value(erased: ErasedIds):
+    """True for a state's value entry that is an erased id (never null)."""
+    digests = erased.all_digests
+    return lambda entry: F.coalesce(F.sha2(entry["value"], 256).isin(digests), F.lit(False))
+
+
+def states_holding_erased(states: DataFrame, erased: ErasedIds) -> DataFrame:
+    """The attribute states of an erased user, and those holding an erased id as a value (an
+    attribute that reads `user_id` keeps the ids it saw)."""
+    if not erased:
+        return states.limit(0)
+    return states.where(erased.matches(states) | F.exists("value_counts", _erased_value(erased)))
+
+
+def states_without_erased(states: DataFrame, erased: ErasedIds) -> DataFrame:
+    """The states but an erased user's, each without the values that are an erased id; a state
+    left with no value goes (it no longer counts any row)."""
+    if not erased:
+        return states
+    keys = ("event_date", "domain_userid", "attribute")
+    values = (without_erased(states, erased).select(*keys, F.explode("value_counts").alias("entry"))
+              .where(~_erased_value(erased)(F.col("entry"))))
+    # Collected again as the states are built: a list of entries that are never null, as the table holds.
+    return values.groupBy(*keys).agg(F.sort_array(F.collect_list("entry")).alias("value_counts"))
