@@ -96,7 +96,7 @@ def test_forget_removes_users_from_every_table_and_keeps_them_out(spark, instanc
     plans.record_plan(settings, planned, at(3, 1))
     rows.append(hostile.event(at(3, 0, 40), session="e-s9", user="e-u1"))
     hostile.write_source(source, rows[-1:])
-    with pytest.raises(plans.PlanRefused, match="source at version"):
+    with pytest.raises(plans.PlanRefused, match="closure changed since the plan"):
         runner.apply_plan(settings, planned.plan_id, instance=instance, echo=quiet)
 
     # Planned again and applied: it runs exactly the hours listed.
