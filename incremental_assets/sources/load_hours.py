@@ -29,10 +29,12 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
+from deltalake.exceptions import DeltaError
 
 from incremental_assets.planning.hours import HOUR, floor_hour
 from incremental_assets.sources.schema import PARTITION_COLUMN
 from resources.object_store import filesystem
+from resources.tables.delta_log import UnreadableTableFeature, features_delta_rs_refuses
 
 
 @dataclass(frozen=True)
@@ -305,9 +307,25 @@ def _rows_deleted_by_vectors(table: DeltaTable) -> dict[str, _Hidden]:
     as many other rows of the same file."""
     if "deletionVectors" not in (table.protocol().reader_features or []):
         return {}
-    vectors = pa.table(table.deletion_vectors().read_all())
+    vectors = _deletion_vectors(table)
     return {_file_name(uri): _hidden(np.asarray(kept, dtype=bool)) for uri, kept in
             zip(vectors["filepath"].to_pylist(), vectors["selection_vector"].to_pylist())}
+
+
+def _deletion_vectors(table: DeltaTable) -> pa.Table:
+    """The table's deletion vectors; a refusal naming the feature where delta-rs cannot read them
+    (it checks every reader feature of the protocol): without them no hour's rows are known."""
+    try:
+        return pa.table(table.deletion_vectors().read_all())
+    except DeltaError as error:
+        if (refused := features_delta_rs_refuses(error)) is None:
+            raise
+        features = ", ".join(table.protocol().reader_features or [])
+        raise UnreadableTableFeature(
+            f"the source table at {table.table_uri} lists the reader features {features}; deltalake cannot "
+            f"read its deletion vectors beside {refused}, and without them the rows of no load hour are known. "
+            "Drop that feature from the source (ALTER TABLE ... DROP FEATURE, e.g. vacuumProtocolCheck), or "
+            "point the source at a table without it") from error
 
 
 def _hidden(kept: np.ndarray) -> _Hidden:
@@ -318,7 +336,7 @@ def _rows_kept_by_vectors(table: DeltaTable) -> dict[str, np.ndarray]:
     """File name -> one flag per row, False where its deletion vector hides the row."""
     if "deletionVectors" not in (table.protocol().reader_features or []):
         return {}
-    vectors = pa.table(table.deletion_vectors().read_all())
+    vectors = _deletion_vectors(table)
     return {_file_name(uri): np.asarray(kept, dtype=bool) for uri, kept in
             zip(vectors["filepath"].to_pylist(), vectors["selection_vector"].to_pylist())}
 

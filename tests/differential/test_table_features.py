@@ -56,6 +56,8 @@ class Feature:
     ntz_column: str | None = None  # an extra timestamp_ntz column every batch carries
 
 
+# `make test` runs the cases a fix was needed for and one unpartitioned source; `make test-long` all.
+LONG = pytest.mark.long
 FEATURES = {
     "type widening": Feature({"delta.enableTypeWidening": "true"},
                              ("ALTER TABLE delta.`{path}` ALTER COLUMN domain_sessionidx TYPE BIGINT",),
@@ -108,7 +110,11 @@ def _run(instance, t: dt.datetime):
     return report
 
 
-@pytest.mark.parametrize("name", FEATURES)
+RUN_IN_MAKE_TEST = ("type widening", "column mapping by name", "liquid clustering")
+
+
+@pytest.mark.parametrize("name", [name if name in RUN_IN_MAKE_TEST else pytest.param(name, marks=LONG)
+                                  for name in FEATURES])
 def test_a_source_with_a_table_feature_gives_the_documented_tables_and_no_rerun_after_optimize(
         spark, instance, tmp_path, monkeypatch, name):
     feature = FEATURES[name]
@@ -134,3 +140,21 @@ def test_a_source_with_a_table_feature_gives_the_documented_tables_and_no_rerun_
     report = _run(instance, at(0, 4, 10))
     assert not [run for run in report.runs if run.job == HOURLY_JOB], report.runs
     assert_same_tables(pipeline_tables(warehouse), expected, f"a source with {name}, compacted, vs the rules")
+
+
+def test_a_source_whose_deletion_vectors_delta_rs_cannot_read_is_refused_naming_the_feature(
+        spark, instance, tmp_path, monkeypatch):
+    """Deletion vectors beside vacuumProtocolCheck (as Databricks creates tables): delta-rs reads
+    the log but refuses the vectors, without which no hour's rows are known: the runs refuse at
+    start, naming the table, the feature and what to do."""
+    from incremental_assets import runner
+    from resources.tables.delta_log import UnreadableTableFeature
+
+    path = str(tmp_path / "events")
+    first, _ = _batches()
+    _land(spark, path, first, Feature({"delta.enableDeletionVectors": "true",
+                                       "delta.feature.vacuumProtocolCheck": "supported"}), tmp_path, first=True)
+    use(monkeypatch, path, tmp_path / "incremental")
+    with pytest.raises(UnreadableTableFeature) as refusal:
+        runner.run_until(at(0, 2, 5), instance=instance, echo=quiet)
+    assert all(part in str(refusal.value) for part in (path, "vacuumProtocolCheck", "DROP FEATURE")), refusal.value
