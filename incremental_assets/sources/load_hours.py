@@ -29,10 +29,12 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
+from deltalake.exceptions import DeltaError
 
 from incremental_assets.planning.hours import HOUR, floor_hour
 from incremental_assets.sources.schema import PARTITION_COLUMN
 from resources.object_store import filesystem
+from resources.tables.delta_log import UnreadableTableFeature, features_delta_rs_refuses
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,23 @@ class _File:
     hours: frozenset[datetime] | None = None  # the hours it holds, read from it when its span is wide
     rows: int | None = None  # rows it shows (its rows less those a deletion vector hides); None: unknown
     uri: str | None = None  # where the data file is (Delta files only)
+
+
+# The load-time columns, as the rules name them.
+LOAD_COLUMNS = ("load_tstamp", "collector_tstamp")
+
+
+def physical_names(table: DeltaTable) -> dict[str, str]:
+    """Each top-level column's name in the table's files and statistics: with column mapping (name
+    or id mode) the log's statistics, partition values and the Parquet files use physical names
+    (`col-<uuid>`), not the names the schema shows."""
+    return {field.name: field.metadata.get("delta.columnMapping.physicalName", field.name)
+            for field in table.schema().fields}
+
+
+def _load_columns(table: DeltaTable) -> tuple[str, str]:
+    names = physical_names(table)
+    return tuple(names.get(column, column) for column in LOAD_COLUMNS)
 
 
 def _columns(table: DeltaTable) -> dict[str, str]:
@@ -142,6 +161,7 @@ def rows_by_hour(path: str, version: int | None, hours: Iterable[datetime]) -> d
     since, until = min(wanted), max(wanted) + HOUR
     counts = dict.fromkeys(wanted, 0)
     kept_by_vector = _rows_kept_by_vectors(table)
+    load_columns = _load_columns(table)
     for file in _delta_files(table):
         held = [hour for hour in _hours_held(file, since, until) if hour in wanted]
         if not held:
@@ -154,7 +174,8 @@ def rows_by_hour(path: str, version: int | None, hours: Iterable[datetime]) -> d
             by_hour = {held[0]: file.rows}
         else:
             kept = kept_by_vector.get(_file_name(file.uri or ""))
-            by_hour = rows_in_file(file.uri) if kept is None else _rows_in_file_kept(file.uri, kept)
+            by_hour = rows_in_file(file.uri, load_columns) if kept is None else \
+                _rows_in_file_kept(file.uri, kept, load_columns)
         if by_hour is None:
             return None
         for hour in held:
@@ -169,16 +190,16 @@ def _hour_counts(load_times: pa.ChunkedArray | pa.Array) -> dict[datetime, int]:
 
 
 @functools.lru_cache(maxsize=4096)
-def rows_in_file(uri: str) -> dict[datetime, int] | None:
-    """Rows per load hour of a data file (load_tstamp, else collector_tstamp); None when it
-    cannot be read."""
-    load_times = _load_times(uri)
+def rows_in_file(uri: str, load_columns: tuple[str, str] = LOAD_COLUMNS) -> dict[datetime, int] | None:
+    """Rows per load hour of a data file (load_tstamp, else collector_tstamp, under their names
+    in the file); None when it cannot be read."""
+    load_times = _load_times(uri, load_columns)
     return None if load_times is None else _hour_counts(load_times)
 
 
-def _rows_in_file_kept(uri: str, kept: np.ndarray) -> dict[datetime, int] | None:
+def _rows_in_file_kept(uri: str, kept: np.ndarray, load_columns: tuple[str, str]) -> dict[datetime, int] | None:
     """`rows_in_file` for the rows a deletion vector leaves (`kept`, one flag per row)."""
-    load_times = _load_times(uri)
+    load_times = _load_times(uri, load_columns)
     if load_times is None or len(load_times) != len(kept):
         return None
     return _hour_counts(load_times.combine_chunks().filter(pa.array(kept)))
@@ -196,11 +217,12 @@ def _delta_files(table: DeltaTable) -> list[_File]:
         return actions.column(name).to_pylist() if name in actions.column_names else [None] * actions.num_rows
 
     deleted = _rows_deleted_by_vectors(table)
+    load, collector = load_columns = _load_columns(table)
     files = []
     for path, size, rows, day, low, high, nulls, c_low, c_high, c_nulls in zip(
             column("path"), column("size_bytes"), column("num_records"), column(f"partition.{PARTITION_COLUMN}"),
-            column("min.load_tstamp"), column("max.load_tstamp"), column("null_count.load_tstamp"),
-            column("min.collector_tstamp"), column("max.collector_tstamp"), column("null_count.collector_tstamp")):
+            column(f"min.{load}"), column(f"max.{load}"), column(f"null_count.{load}"),
+            column(f"min.{collector}"), column(f"max.{collector}"), column(f"null_count.{collector}")):
         if holds_no_load_time(rows, nulls, c_nulls):
             continue  # its rows have no load hour: never read (docs/rules.md 1)
         first, last = file_hours(day, low, high, nulls, c_low, c_high)
@@ -209,7 +231,7 @@ def _delta_files(table: DeltaTable) -> list[_File]:
         hidden = deleted.get(_file_name(path))
         hides = hidden.rows if hidden else 0
         files.append(_File(f"{path}|{size}|{rows}" + (f"|-{hides}:{hidden.which}" if hides else ""), first, last,
-                           _as_date(day), _hours_if_wide(table.table_uri, path, first, last),
+                           _as_date(day), _hours_if_wide(table.table_uri, path, first, last, load_columns),
                            None if rows is None else rows - hides, _file_uri(table.table_uri, path)))
     return files
 
@@ -224,30 +246,32 @@ def _file_uri(table_uri: str, path: str) -> str:
     return f"{table_uri.rstrip('/')}/{unquote(path)}" if "://" not in path else path
 
 
-def _hours_if_wide(table_uri: str, path: str, first: datetime | None, last: datetime | None
-                   ) -> frozenset[datetime] | None:
+def _hours_if_wide(table_uri: str, path: str, first: datetime | None, last: datetime | None,
+                   load_columns: tuple[str, str]) -> frozenset[datetime] | None:
     if first is None or last is None or last - first <= WIDE_FILE_SPAN:
         return None
-    return hours_in_file(_file_uri(table_uri, path))
+    return hours_in_file(_file_uri(table_uri, path), load_columns)
 
 
 @functools.lru_cache(maxsize=4096)
-def hours_in_file(uri: str) -> frozenset[datetime] | None:
-    """The load hours of a data file's rows (load_tstamp, else collector_tstamp), read from the
-    file (a Delta data file never changes under its name); None when it cannot be read."""
-    load_times = _load_times(uri)
+def hours_in_file(uri: str, load_columns: tuple[str, str] = LOAD_COLUMNS) -> frozenset[datetime] | None:
+    """The load hours of a data file's rows (load_tstamp, else collector_tstamp, under their names
+    in the file), read from the file (a Delta data file never changes under its name); None when
+    it cannot be read."""
+    load_times = _load_times(uri, load_columns)
     if load_times is None:
         return None
     hours = pc.unique(pc.floor_temporal(load_times, unit="hour")).to_pylist()
     return frozenset(floor_hour(hour) for hour in hours if hour is not None)
 
 
-def _load_times(uri: str) -> pa.ChunkedArray | None:
-    """A data file's load times: load_tstamp, else collector_tstamp, row by row."""
+def _load_times(uri: str, load_columns: tuple[str, str]) -> pa.ChunkedArray | None:
+    """A data file's load times: load_tstamp, else collector_tstamp (`load_columns`: their names
+    in the file), row by row."""
     try:
         store, inner = filesystem(uri)
         parquet = pq.ParquetFile(inner, filesystem=store)
-        present = [c for c in ("load_tstamp", "collector_tstamp") if c in parquet.schema_arrow.names]
+        present = [c for c in load_columns if c in parquet.schema_arrow.names]
         if not present:
             return None
         data = parquet.read(columns=present)
@@ -283,9 +307,25 @@ def _rows_deleted_by_vectors(table: DeltaTable) -> dict[str, _Hidden]:
     as many other rows of the same file."""
     if "deletionVectors" not in (table.protocol().reader_features or []):
         return {}
-    vectors = pa.table(table.deletion_vectors().read_all())
+    vectors = _deletion_vectors(table)
     return {_file_name(uri): _hidden(np.asarray(kept, dtype=bool)) for uri, kept in
             zip(vectors["filepath"].to_pylist(), vectors["selection_vector"].to_pylist())}
+
+
+def _deletion_vectors(table: DeltaTable) -> pa.Table:
+    """The table's deletion vectors; a refusal naming the feature where delta-rs cannot read them
+    (it checks every reader feature of the protocol): without them no hour's rows are known."""
+    try:
+        return pa.table(table.deletion_vectors().read_all())
+    except DeltaError as error:
+        if (refused := features_delta_rs_refuses(error)) is None:
+            raise
+        features = ", ".join(table.protocol().reader_features or [])
+        raise UnreadableTableFeature(
+            f"the source table at {table.table_uri} lists the reader features {features}; deltalake cannot "
+            f"read its deletion vectors beside {refused}, and without them the rows of no load hour are known. "
+            "Drop that feature from the source (ALTER TABLE ... DROP FEATURE, e.g. vacuumProtocolCheck), or "
+            "point the source at a table without it") from error
 
 
 def _hidden(kept: np.ndarray) -> _Hidden:
@@ -296,7 +336,7 @@ def _rows_kept_by_vectors(table: DeltaTable) -> dict[str, np.ndarray]:
     """File name -> one flag per row, False where its deletion vector hides the row."""
     if "deletionVectors" not in (table.protocol().reader_features or []):
         return {}
-    vectors = pa.table(table.deletion_vectors().read_all())
+    vectors = _deletion_vectors(table)
     return {_file_name(uri): np.asarray(kept, dtype=bool) for uri, kept in
             zip(vectors["filepath"].to_pylist(), vectors["selection_vector"].to_pylist())}
 
@@ -310,6 +350,7 @@ def hours_changed_by_commits(path: str, after_version: int, until_version: int
     Z-order, auto-compaction, a purge of deleted rows): it touches no hour, although its files
     change every fingerprint it covers. Following the log tells the two apart."""
     commits = []
+    names = physical_names(DeltaTable(path, version=until_version))
     for version in range(after_version + 1, until_version + 1):
         actions = _commit_actions(path, version)
         if actions is None:
@@ -319,7 +360,7 @@ def hours_changed_by_commits(path: str, after_version: int, until_version: int
         for kind, action in actions:
             if kind not in ("add", "remove") or not action.get("dataChange", True):
                 continue
-            touched = _action_hours(action, path)
+            touched = _action_hours(action, path, names)
             if touched is None:
                 hours = None
                 break
@@ -341,24 +382,26 @@ def _commit_actions(path: str, version: int) -> list[tuple[str, dict]] | None:
     return [next(iter(json.loads(line).items())) for line in text.splitlines() if line.strip()]
 
 
-def _action_hours(action: dict, table_uri: str) -> list[datetime] | None:
-    """The load hours an add or remove action's file may hold; None when unknown."""
-    day_text = (action.get("partitionValues") or {}).get(PARTITION_COLUMN)
+def _action_hours(action: dict, table_uri: str, names: dict[str, str]) -> list[datetime] | None:
+    """The load hours an add or remove action's file may hold; None when unknown. `names`: each
+    column's physical name, under which the action keeps its partition values and statistics."""
+    load, collector = load_columns = tuple(names.get(column, column) for column in LOAD_COLUMNS)
+    day_text = (action.get("partitionValues") or {}).get(names.get(PARTITION_COLUMN, PARTITION_COLUMN))
     day = date.fromisoformat(day_text) if day_text else None
     stats = json.loads(action["stats"]) if action.get("stats") else {}
     low, high, nulls = (stats.get(k) or {} for k in ("minValues", "maxValues", "nullCount"))
-    if holds_no_load_time(stats.get("numRecords"), nulls.get("load_tstamp"), nulls.get("collector_tstamp")):
+    if holds_no_load_time(stats.get("numRecords"), nulls.get(load), nulls.get(collector)):
         return []  # rows without a load hour are never read
 
     def instant(values: dict, column: str) -> datetime | None:
         return datetime.fromisoformat(values[column]) if values.get(column) else None
 
-    first, last = file_hours(day, instant(low, "load_tstamp"), instant(high, "load_tstamp"), nulls.get("load_tstamp"),
-                             instant(low, "collector_tstamp"), instant(high, "collector_tstamp"))
+    first, last = file_hours(day, instant(low, load), instant(high, load), nulls.get(load),
+                             instant(low, collector), instant(high, collector))
     if first is None or last is None:
         return None
     if last - first > WIDE_FILE_SPAN:
-        held = hours_in_file(f"{table_uri.rstrip('/')}/{unquote(action['path'])}")
+        held = hours_in_file(f"{table_uri.rstrip('/')}/{unquote(action['path'])}", load_columns)
         return sorted(held) if held is not None else None
     return [first + i * HOUR for i in range((last - first) // HOUR + 1)]
 

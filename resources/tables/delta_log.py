@@ -30,6 +30,18 @@ CHECKPOINT_INTERVAL_PROPERTY = "delta.checkpointInterval"
 NEW_TABLE_CONFIGURATION = {CHECKPOINT_INTERVAL_PROPERTY: "10"}
 
 
+class UnreadableTableFeature(RuntimeError):
+    """A table whose protocol lists a feature delta-rs cannot read, where no other reader is at hand."""
+
+
+def features_delta_rs_refuses(error: Exception) -> str | None:
+    """The table features delta-rs names when it refuses to read a table (its scan and deletion
+    vectors check every reader feature; its log and statistics it still reads); None for any
+    other error."""
+    match = re.search(r"Unsupported table features required: \[([^\]]*)\]", str(error))
+    return match.group(1) if match else None
+
+
 def load_table(path: str, version: int | None = None) -> DeltaTable | None:
     """The Delta table at `path` (at `version` when given); None when there is none."""
     try:

@@ -19,8 +19,10 @@ from resources.tables.column_types import check_column_types
 from resources.tables.delta_log import (
     CHECKPOINT_INTERVAL_PROPERTY,
     NEW_TABLE_CONFIGURATION,
+    UnreadableTableFeature,
     absolute_file_paths,
     add_actions,
+    features_delta_rs_refuses,
     files_in_selection,
     load_table,
     prune_files,
@@ -137,7 +139,7 @@ class DeltaRsTableStore(TableStore):
 
         df = self._files_dataframe(path, table, schema, pruning)
         if df is None:  # Spark cannot read the files as they are
-            df = self._arrow_dataframe(table, schema, pruning)
+            df = self._arrow_dataframe(path, table, schema, pruning)
         if pruning is not None:
             column, _, lo, hi = pruning
             df = df.where(spark_range_condition(column, lo, hi))  # exact rows, after file pruning
@@ -180,14 +182,33 @@ class DeltaRsTableStore(TableStore):
         spark_order = [c for c in schema.names if c not in partition_columns] + partition_columns
         return df if spark_order == schema.names else df.select(*schema.names)
 
-    def _arrow_dataframe(self, table: DeltaTable, schema, pruning):
-        """Fallback: delta-rs scans (honouring deletion vectors and column mapping)."""
+    def _arrow_dataframe(self, path: str, table: DeltaTable, schema, pruning):
+        """Fallback: delta-rs scans (honouring deletion vectors and column mapping); Spark's own
+        Delta reader where delta-rs refuses a feature of the table's protocol."""
         predicate = None
         if pruning is not None:
             column, column_type, lo, hi = pruning
             predicate = delta_rs_range_predicate(column, column_type, lo, hi)
-        data = pa.RecordBatchReader.from_stream(table.scan(predicate=predicate)).read_all()
+        try:
+            stream = table.scan(predicate=predicate)
+        except DeltaError as error:
+            if (features := features_delta_rs_refuses(error)) is None:
+                raise
+            return self._spark_delta_dataframe(path, table.version(), features)
+        data = pa.RecordBatchReader.from_stream(stream).read_all()
         return self.spark.createDataFrame(without_view_types(data), schema=schema)
+
+    def _spark_delta_dataframe(self, path: str, version: int, features: str):
+        """The table read by Spark's Delta reader (on the executors; the range filter that follows
+        is pushed down to it), which needs the Delta jars in the session."""
+        try:
+            return self.spark.read.format("delta").option("versionAsOf", version).load(path)
+        except Exception as error:  # noqa: BLE001 - without the Delta jars Spark knows no "delta" source
+            raise UnreadableTableFeature(
+                f"the Delta table at {path} needs the table feature(s) {features}, which deltalake cannot read, "
+                "and this Spark session has no Delta reader: run `make setup` (it caches the delta-spark jars) "
+                f"or drop the feature(s) from the table (ALTER TABLE ... DROP FEATURE); Spark said: {error}"
+            ) from error
 
     # -- writes --------------------------------------------------------------------------
 
