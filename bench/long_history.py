@@ -3,8 +3,8 @@
 `days` days of low-density loads (the sample generator, `events` in all) are backfilled into
 their own warehouse and maintained by the product's daily maintenance, as a history that long
 is kept (the backfill's commits would otherwise leave a file each in the small ledger the sensor
-reads at every tick; `incremental_hours` runs it); then load hours of ordinary volume arrive (a one-day pool with the main
-benchmark's events per day) and each is timed as in the short histories, with what each step
+reads at every tick; `incremental_hours` runs it); then load hours of ordinary volume arrive (a
+one-day pool with the main benchmark's events per day) and each is timed as in the short histories, with what each step
 read; then the sensor's ticks. The hours' rows are like the short histories' hours, so the
 difference is the history: more partitions, more Delta files and log, more manifest records.
 """

@@ -75,8 +75,8 @@ def make_source(tables, pool: Path, target: Path, history_days: int) -> int:
     from incremental_assets.sources.reader import read_source
     from incremental_assets.sources.writer import write_source_table
 
-    written = write_source_table(read_source(tables, str(pool), at_hour(START), at_hour(START + timedelta(days=history_days))),
-                                 str(target), mode="overwrite")
+    history = read_source(tables, str(pool), at_hour(START), at_hour(START + timedelta(days=history_days)))
+    written = write_source_table(history, str(target), mode="overwrite")
     return written["rows"]
 
 
