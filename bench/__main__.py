@@ -173,7 +173,7 @@ def maintenance_effect(spark, tables, pool: Path, work: Path, hours: int, repeat
     from pyspark.sql import functions as F
 
     from incremental_assets.sources.reader import read_source
-    from resources.tables import table_store
+    from resources.tables.stores import table_store
 
     root = work / "maintenance"
     shutil.rmtree(root, ignore_errors=True)
@@ -342,7 +342,7 @@ def run_benchmark(args: argparse.Namespace, work: Path, storage: DagsterStorage,
     os.environ["DAGSTER_HOME"] = str(work / "dagster_home")
 
     from resources.spark import get_spark
-    from resources.tables import table_store
+    from resources.tables.stores import table_store
 
     spark = get_spark()
     tables = table_store(spark, str(work), "delta-rs")
@@ -470,7 +470,7 @@ def run_benchmark(args: argparse.Namespace, work: Path, storage: DagsterStorage,
 def files_per_table(spark, warehouse: Path) -> dict[str, int]:
     """How many data files each table of a warehouse holds (what one rebuild wrote)."""
     from incremental_assets.names import ALL_TABLES
-    from resources.tables import table_store
+    from resources.tables.stores import table_store
 
     tables = table_store(spark, str(warehouse), "delta-rs")  # reads any Delta table's log
     return {name: int(tables.describe(name)["num_files"]) for name in ALL_TABLES if tables.exists(name)}

@@ -34,7 +34,7 @@ def long_history(spark, tables, work: Path, storage: DagsterStorage, *, days: in
                  events_per_day: int, repeats: int) -> dict:
     from incremental_assets.runner import backfill
     from incremental_assets.settings import Settings
-    from resources.tables import table_store
+    from resources.tables.stores import table_store
 
     sparse = generated(spark, work / f"pool_{days}d_sparse", events=events, days=days, start=START, seed=SEED + 1)
     arriving = generated(spark, work / f"pool_{days}d_arriving", events=events_per_day, days=1,

@@ -278,7 +278,7 @@ def maintained(spark, warehouse: Path, now: datetime) -> dict:
     between a rebuild and the hours after it: what it rewrote and how long it took."""
     from incremental_assets.maintenance import maintain_tables
     from incremental_assets.settings import Settings
-    from resources.tables import table_store
+    from resources.tables.stores import table_store
 
     settings = Settings.load()
     started = time.perf_counter()

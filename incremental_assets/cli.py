@@ -173,7 +173,7 @@ def cmd_maintain(args) -> int:
     from incremental_assets.maintenance import describe_scope, maintain_tables
     from incremental_assets.settings import Settings
     from resources.spark import get_spark
-    from resources.tables import table_store
+    from resources.tables.stores import table_store
 
     settings = Settings.load()
     now = args.now or datetime.now(timezone.utc)
@@ -191,7 +191,7 @@ def cmd_forget(args) -> int:
     from incremental_assets.settings import Settings
     from incremental_assets.sources.reader import require_source
     from resources.spark import get_spark
-    from resources.tables import table_store
+    from resources.tables.stores import table_store
 
     ids = forget.erased([("domain_userid", v) for v in args.domain_userid] + [("user_id", v) for v in args.user_id])
     settings = Settings.load()

@@ -11,8 +11,9 @@ from pyspark.sql import functions as F
 
 from incremental_assets.settings import Settings
 from resources.materialized import held_in_memory, materialized, release
-from resources.tables import RowRange, staging, table_store
+from resources.tables import RowRange, staging
 from resources.tables.staging import StagedRows, StagingIncomplete
+from resources.tables.stores import table_store
 
 pytestmark = pytest.mark.spark
 

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from resources.tables import RowRange, interface, table_store
+from resources.tables import RowRange, interface
 from resources.tables import direct_write as direct_write_module
 from resources.tables import staging as staging_module
+from resources.tables.stores import table_store
 from tests.integration.test_table_store_contract import SCHEMA, events, micros, ns, utc
 
 pytestmark = pytest.mark.spark
