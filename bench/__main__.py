@@ -150,8 +150,9 @@ def cold_hours_through_connect(tables, pool: Path, source: Path, warehouse: Path
 
     port = free_port()
     log = open(Path(warehouse).parent / "connect-server.log", "ab")
-    server = subprocess.Popen(connect_server_command(LOCAL_DEFAULTS["spark.master"], port), env={**os.environ, "SPARK_HOME": str(
-        spark_home()), "SPARK_LOCAL_IP": HOST}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    server_env = {**os.environ, "SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": HOST}
+    server = subprocess.Popen(connect_server_command(LOCAL_DEFAULTS["spark.master"], port), env=server_env,
+                              stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         if not wait_for_port(port, 180, alive=lambda: server.poll() is None):
             raise RuntimeError(f"the Spark Connect server did not start; see {log.name}")
@@ -172,7 +173,7 @@ def maintenance_effect(spark, tables, pool: Path, work: Path, hours: int, repeat
     from pyspark.sql import functions as F
 
     from incremental_assets.sources.reader import read_source
-    from resources.tables import table_store
+    from resources.tables.stores import table_store
 
     root = work / "maintenance"
     shutil.rmtree(root, ignore_errors=True)
@@ -282,7 +283,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--skip-cold", action="store_true", help="leave out the cold (new process) rebuilds")
     parser.add_argument("--connect-warmup-hours", type=int, default=CONNECT_WARMUP_HOURS,
                         help="hours a new Spark Connect server runs before its hours are timed (default: "
-                             f"{CONNECT_WARMUP_HOURS}, as production's long-lived server; 0: a new server's first hours)")
+                             f"{CONNECT_WARMUP_HOURS}, as production's long-lived server; "
+                             "0: a new server's first hours)")
     parser.add_argument("--maintenance-hours", type=int, default=300,
                         help="hourly writes before the table-maintenance measurement")
     parser.add_argument("--work", default=str(BENCH_DIR / "out"))
@@ -340,7 +342,7 @@ def run_benchmark(args: argparse.Namespace, work: Path, storage: DagsterStorage,
     os.environ["DAGSTER_HOME"] = str(work / "dagster_home")
 
     from resources.spark import get_spark
-    from resources.tables import table_store
+    from resources.tables.stores import table_store
 
     spark = get_spark()
     tables = table_store(spark, str(work), "delta-rs")
@@ -352,8 +354,8 @@ def run_benchmark(args: argparse.Namespace, work: Path, storage: DagsterStorage,
     baseline = load_results(Path(args.baseline)) if args.baseline not in (None, "none") else None
     # A smaller run's report also shows the targets of the last full-size run (bench/RESULTS.json).
     full_json = BENCH_DIR / "RESULTS.json"
-    full_run = (load_results(full_json) if full_json.exists() and args.out.with_suffix(".json").resolve() != full_json.resolve()
-                else None)
+    is_full_run = args.out.with_suffix(".json").resolve() == full_json.resolve()
+    full_run = load_results(full_json) if full_json.exists() and not is_full_run else None
 
     def report(results: dict) -> None:
         """Write what is measured so far: a long run that is stopped still leaves its figures."""
@@ -468,7 +470,7 @@ def run_benchmark(args: argparse.Namespace, work: Path, storage: DagsterStorage,
 def files_per_table(spark, warehouse: Path) -> dict[str, int]:
     """How many data files each table of a warehouse holds (what one rebuild wrote)."""
     from incremental_assets.names import ALL_TABLES
-    from resources.tables import table_store
+    from resources.tables.stores import table_store
 
     tables = table_store(spark, str(warehouse), "delta-rs")  # reads any Delta table's log
     return {name: int(tables.describe(name)["num_files"]) for name in ALL_TABLES if tables.exists(name)}

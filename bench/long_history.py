@@ -3,8 +3,8 @@
 `days` days of low-density loads (the sample generator, `events` in all) are backfilled into
 their own warehouse and maintained by the product's daily maintenance, as a history that long
 is kept (the backfill's commits would otherwise leave a file each in the small ledger the sensor
-reads at every tick; `incremental_hours` runs it); then load hours of ordinary volume arrive (a one-day pool with the main
-benchmark's events per day) and each is timed as in the short histories, with what each step
+reads at every tick; `incremental_hours` runs it); then load hours of ordinary volume arrive (a
+one-day pool with the main benchmark's events per day) and each is timed as in the short histories, with what each step
 read; then the sensor's ticks. The hours' rows are like the short histories' hours, so the
 difference is the history: more partitions, more Delta files and log, more manifest records.
 """
@@ -34,7 +34,7 @@ def long_history(spark, tables, work: Path, storage: DagsterStorage, *, days: in
                  events_per_day: int, repeats: int) -> dict:
     from incremental_assets.runner import backfill
     from incremental_assets.settings import Settings
-    from resources.tables import table_store
+    from resources.tables.stores import table_store
 
     sparse = generated(spark, work / f"pool_{days}d_sparse", events=events, days=days, start=START, seed=SEED + 1)
     arriving = generated(spark, work / f"pool_{days}d_arriving", events=events_per_day, days=1,

@@ -75,8 +75,8 @@ def make_source(tables, pool: Path, target: Path, history_days: int) -> int:
     from incremental_assets.sources.reader import read_source
     from incremental_assets.sources.writer import write_source_table
 
-    written = write_source_table(read_source(tables, str(pool), at_hour(START), at_hour(START + timedelta(days=history_days))),
-                                 str(target), mode="overwrite")
+    history = read_source(tables, str(pool), at_hour(START), at_hour(START + timedelta(days=history_days)))
+    written = write_source_table(history, str(target), mode="overwrite")
     return written["rows"]
 
 
@@ -278,7 +278,7 @@ def maintained(spark, warehouse: Path, now: datetime) -> dict:
     between a rebuild and the hours after it: what it rewrote and how long it took."""
     from incremental_assets.maintenance import maintain_tables
     from incremental_assets.settings import Settings
-    from resources.tables import table_store
+    from resources.tables.stores import table_store
 
     settings = Settings.load()
     started = time.perf_counter()

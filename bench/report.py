@@ -207,8 +207,9 @@ def _headline(results: dict) -> dict[str, object]:
         figures[f"warm incremental hour, {history} days of history"] = incremental["seconds"]
     for sparse in (results.get("short_sparse_history"), results.get("long_history")):
         if sparse is not None:
-            figures[f"warm incremental hour, {sparse['days']} days of sparse history"] = sparse["incremental"]["seconds"]
-            figures[f"sensor tick (new hour), {sparse['days']} days of sparse history"] = sparse["sensor"]["new_hour"]
+            history = f"{sparse['days']} days of sparse history"
+            figures[f"warm incremental hour, {history}"] = sparse["incremental"]["seconds"]
+            figures[f"sensor tick (new hour), {history}"] = sparse["sensor"]["new_hour"]
     figures["cold CLI hour"] = results.get("cold_hour")
     figures["cold hour through Spark Connect"] = results.get("cold_hour_connect")
     figures["sensor tick (new hour)"] = results.get("sensor", {}).get("new_hour")
@@ -260,7 +261,8 @@ def write_report(results: dict, out: Path, json_path: Path | None = None, baseli
     args = results["args"]
     days, repeats = int(args["days"]), int(args["repeats"])
     rebuild_repeats = int(args.get("rebuild_repeats", repeats))
-    rebuilds = "" if rebuild_repeats == repeats else f"; the full rebuilds: {rebuild_repeats} run{'s' * (rebuild_repeats > 1)}"
+    rebuilds = ("" if rebuild_repeats == repeats
+                else f"; the full rebuilds: {rebuild_repeats} run{'s' * (rebuild_repeats > 1)}")
     results.setdefault("written", written_now())
     events = results["source_rows"]
     if "machine" not in results:  # kept with the figures: a report rendered again shows the run's own
@@ -349,7 +351,8 @@ def write_report(results: dict, out: Path, json_path: Path | None = None, baseli
                   "", f"Maintenance itself: {maintenance['seconds']:.1f} s.", ""]
     sensor = results.get("sensor")
     lines += [] if sensor is None else ["## Sensor tick (hourly_load_sensor, at the end of the history)",
-              f"- a new closed hour in the source: {_span(sensor['new_hour'], digits=2)} ({sensor['new_hour_outcome']})",
+              f"- a new closed hour in the source: {_span(sensor['new_hour'], digits=2)} "
+              f"({sensor['new_hour_outcome']})",
               f"- nothing new: {_span(sensor['idle'], digits=2)} ({sensor['idle_outcome']})", ""]
     lines += _duckdb_section(results)
     out.parent.mkdir(parents=True, exist_ok=True)

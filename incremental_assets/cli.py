@@ -173,7 +173,7 @@ def cmd_maintain(args) -> int:
     from incremental_assets.maintenance import describe_scope, maintain_tables
     from incremental_assets.settings import Settings
     from resources.spark import get_spark
-    from resources.tables import table_store
+    from resources.tables.stores import table_store
 
     settings = Settings.load()
     now = args.now or datetime.now(timezone.utc)
@@ -191,7 +191,7 @@ def cmd_forget(args) -> int:
     from incremental_assets.settings import Settings
     from incremental_assets.sources.reader import require_source
     from resources.spark import get_spark
-    from resources.tables import table_store
+    from resources.tables.stores import table_store
 
     ids = forget.erased([("domain_userid", v) for v in args.domain_userid] + [("user_id", v) for v in args.user_id])
     settings = Settings.load()
@@ -252,7 +252,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true")
     p.set_defaults(func=cmd_load_csv)
 
-    p = sub.add_parser("run", parents=[after, instance], help="what the hourly sensor would do at time --until, in this process")
+    p = sub.add_parser("run", parents=[after, instance],
+                       help="what the hourly sensor would do at time --until, in this process")
     p.add_argument("--until", type=_parse_ts, required=True, help="ISO 8601 (2024-03-02T18:00:00Z), a date, or 'now'")
     p.add_argument("--submit", action="store_true", help=SUBMIT_HELP)
     p.set_defaults(func=cmd_run)
@@ -268,8 +269,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_limits)
 
     p = sub.add_parser("plan", parents=[after],
-                       help="what the next runs (or a restatement) will recompute, with rows, days and cost, under an id "
-                            "(an erasure's plan: `forget --dry-run`)")
+                       help="what the next runs (or a restatement) will recompute, with rows, days and cost, "
+                            "under an id (an erasure's plan: `forget --dry-run`)")
     p.add_argument("--until", type=_parse_ts, default=None, help="plan what is due at this time (default: now)")
     p.add_argument("--restate", nargs=2, type=_parse_date, metavar=("FIRST", "LAST"), default=None,
                    help="plan a rebuild of the load days FIRST..LAST instead of what is due")

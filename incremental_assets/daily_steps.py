@@ -312,8 +312,8 @@ def attributes_update(warehouse: WarehouseResource, as_of: date, run_type: str,
             users = users.unionByName(queue.select("domain_userid")).distinct()
         carried = (tables.read(ATTRIBUTES).join(users, "domain_userid", "left_anti")
                    .withColumn("attributes_as_of", F.lit(as_of)))
-        fresh = _with_declared(user_attributes(daily.join(users, KEY_COLUMN, "left_semi"), as_of=as_of, declared=declared),
-                               found.states, declared, as_of, users)
+        computed = user_attributes(daily.join(users, KEY_COLUMN, "left_semi"), as_of=as_of, declared=declared)
+        fresh = _with_declared(computed, found.states, declared, as_of, users)
         return AttributesUpdate(carried.unionByName(fresh), True, None, consumed,
                                 f"attributes_as_of moved from {stored.as_of}: the users with a day entering the "
                                 "attributes or leaving a window recomputed, the others carried", **extra)
@@ -328,8 +328,8 @@ def attributes_update(warehouse: WarehouseResource, as_of: date, run_type: str,
         how = "the declared attributes changed: the new ones computed for every user"
         if queue is not None:
             users = queue.select("domain_userid").distinct()
-            fresh = _with_declared(user_attributes(daily.join(users, KEY_COLUMN, "left_semi"), as_of=as_of, declared=declared),
-                                   found.states, declared, as_of, users)
+            computed = user_attributes(daily.join(users, KEY_COLUMN, "left_semi"), as_of=as_of, declared=declared)
+            fresh = _with_declared(computed, found.states, declared, as_of, users)
             rows = rows.join(users, "domain_userid", "left_anti").unionByName(fresh)
             how += ", the users whose daily rows or states changed recomputed"
         return AttributesUpdate(rows, True, None, consumed, how, **extra)

@@ -50,8 +50,8 @@ class PendingWrite:
     replaced: Sequence[RowRange] = ()
 
 
-def copies_once_written(warehouse: WarehouseResource, window_rows: RowRange,
-                        writes: Sequence[PendingWrite], *, few_rows: bool = True) -> dict[str, dict[datetime, dict[str, int]]]:
+def copies_once_written(warehouse: WarehouseResource, window_rows: RowRange, writes: Sequence[PendingWrite], *,
+                        few_rows: bool = True) -> dict[str, dict[datetime, dict[str, int]]]:
     """Per table and load hour of the window: the counts the tables will show once the writes
     are done (rows checked, duplicate event_ids, null event_ids), computed before them, in one
     query. `window_rows`: the window's rows the writes replace (a catch-up run's: its apps').

@@ -286,7 +286,8 @@ def _compute(warehouse: WarehouseResource, start: datetime, end: datetime, app_i
     # counts follow, to the end of the table.
     counts_range = (first_count_hour, None if changed_ids else end + lookback if dominated_ids else end)
     return HourlyResults(
-        start=start, end=end, snapshot=snapshot, read=validated.checked, copies=copies(all_valid), app_ids=app_ids, rejected=rejected, kept=kept,
+        start=start, end=end, snapshot=snapshot, read=validated.checked, copies=copies(all_valid), app_ids=app_ids,
+        rejected=rejected, kept=kept,
         dominated=dominated_rows, touched=touched, lifecycle=lifecycle,
         quarantined=quarantined_sessions(lifecycle), filtered=filtered, changed=changed_rows,
         to_refilter=to_refilter,

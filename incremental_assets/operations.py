@@ -73,7 +73,8 @@ def _due_work(settings: Settings, plan, manifest: ManifestStore) -> str:
         return "due: nothing"
     other_rules = due & plan.under_other_rules
     reasons = [(other_rules, "processed under other rules (a settings change)"), (plan.hours.new, "new"),
-               (set(plan.hours.changed) - other_rules, "whose data changed"), (plan.hours.removed, "whose data is gone")]
+               (set(plan.hours.changed) - other_rules, "whose data changed"),
+               (plan.hours.removed, "whose data is gone")]
     why = ", ".join(f"{len(hours)} {reason}" for hours, reason in reasons if hours) or "look-back"
     cost = fit_step_cost(recent_step_samples(manifest))
     seconds = None if cost is None else estimated_seconds(

@@ -41,8 +41,9 @@ hourly_partitions = HourlyPartitionsDefinition(start_date=_START.strftime(HOUR_K
 # Today's event day is included (end_offset=1): its events are aggregated as they arrive. An
 # event's day may follow its load day (a derived time up to 24 h after the load is valid), so
 # with end_date the days end a day after the hours.
-daily_partitions = DailyPartitionsDefinition(start_date=_START.strftime(DAY_KEY_FORMAT), end_offset=1,
-                                             end_date=EVENT_DAYS_END.strftime(DAY_KEY_FORMAT) if EVENT_DAYS_END else None)
+daily_partitions = DailyPartitionsDefinition(
+    start_date=_START.strftime(DAY_KEY_FORMAT), end_offset=1,
+    end_date=EVENT_DAYS_END.strftime(DAY_KEY_FORMAT) if EVENT_DAYS_END else None)
 
 # A backfill from the UI runs the hourly assets in runs of at most max_hours_per_run load hours,
 # as the sensor, `incremental-assets run` and `backfill` cut them: a run holds its hours' rows.

@@ -237,7 +237,8 @@ def _erasure(erasure: PlannedErasure) -> list[str]:
 def _hours_and_days(plan: Plan, full: bool) -> list[str]:
     lines = _hours(plan, full) if plan.hours else ["  hourly assets: no load hour"]
     lines.append(f"  daily_aggregates: {len(plan.days)} event day(s), then attributes for their users")
-    shown = plan.days if full or len(plan.days) <= DAYS_SHOWN else plan.days[:DAYS_SHOWN // 2] + plan.days[-DAYS_SHOWN // 2:]
+    shown = (plan.days if full or len(plan.days) <= DAYS_SHOWN
+             else plan.days[:DAYS_SHOWN // 2] + plan.days[-DAYS_SHOWN // 2:])
     lines += [f"    {d.day}  {d.reason}" for d in shown[:DAYS_SHOWN // 2]]
     if len(shown) < len(plan.days):
         lines.append(f"    ... {len(plan.days) - len(shown)} more (--full lists every day and hour)")

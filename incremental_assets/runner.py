@@ -90,7 +90,8 @@ from incremental_assets.settings import Settings
 from incremental_assets.sources.reader import require_source
 from resources.manifest import ManifestStore
 from resources.spark import get_spark
-from resources.tables import TableStore, table_store
+from resources.tables import TableStore
+from resources.tables.stores import table_store
 
 Echo = Callable[[str], None]
 # The code location as pyproject.toml's [tool.dagster] (and workspace.yaml) name it.

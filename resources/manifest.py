@@ -1,4 +1,5 @@
-"""The processing manifest: an append-only Delta table of records (DESIGN 6; as Snowplow's processing manifest keeps one).
+"""The processing manifest: an append-only Delta table of records (DESIGN 6; as Snowplow's processing
+manifest keeps one).
 
 One item per (asset, partition key). A run claims its items with PROCESSING records before
 computing, and closes them with PROCESSED (after the data commit) or FAILED. The rules of
@@ -451,8 +452,9 @@ def abandoned_lock_check(instance, max_lock_age_hours: float, now: datetime | No
 
     Never while the claiming process, on this host, still exists (another process's run
     canceled by run monitoring may still write). Abandoned: the Dagster instance reports the
-    run finished (failed, canceled, ...), or the claiming process on this host is gone (a killed in-process run stays STARTED in Dagster),
-    or the run is unknown to this instance and the lock is older than max_lock_age_hours.
+    run finished (failed, canceled, ...), or the claiming process on this host is gone (a killed
+    in-process run stays STARTED in Dagster), or the run is unknown to this instance and the lock
+    is older than max_lock_age_hours.
     """
     def check(lock: Record) -> str | None:
         if _writer_alive_elsewhere(lock):

@@ -17,7 +17,8 @@ from pydantic import Field, PrivateAttr
 from incremental_assets.settings import ENV_PREFIX, Settings
 from resources.manifest import ManifestStore
 from resources.spark import SparkResource
-from resources.tables import TableStore, table_store
+from resources.tables import TableStore
+from resources.tables.stores import table_store
 
 _DEFAULTS = Settings().describe()
 

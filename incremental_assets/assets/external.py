@@ -55,8 +55,8 @@ STATE_TABLE_LINEAGE = {
                            "derived again.", [LIFECYCLE]),
     DAY_LEDGER: ("The day ledger: per (event day, load day), filtered rows aggregated into daily_aggregates "
                      "and rows pending (late rows held back below min_rows_to_process).", [DAILY_AGGREGATES]),
-    USERS_TO_REFRESH: ("Users whose daily rows or states changed since attributes last ran: what the next attributes run "
-                       "recomputes.", [DAILY_AGGREGATES]),
+    USERS_TO_REFRESH: ("Users whose daily rows or states changed since attributes last ran: what the next "
+                       "attributes run recomputes.", [DAILY_AGGREGATES]),
     ATTRIBUTE_STATES: ("Per (event day, user, declared attribute and version): the distinct values the "
                        "attribute's property took, each with its events and first and last event time; the "
                        "attributes merge them over each attribute's period (docs/rules.md 8).",
@@ -82,8 +82,8 @@ state_tables = [AssetSpec(name, group_name="pipeline_state", kinds={"delta"}, de
 plans_table = AssetSpec(
     PLANS, group_name="pipeline_state", kinds={"delta"}, owners=OWNERS, metadata=table_metadata(PLANS),
     description="Every plan made (`incremental-assets plan`, plan_job, forget_job, and hourly_load_sensor for each "
-                "run it launches, recorded by that run), by id: the load hours, event days, rows and estimated seconds it recomputes, each with "
-                "why. Each observation shows one plan in full; a run applying a plan carries its id "
-                "(incremental/plan_id).")
+                "run it launches, recorded by that run), by id: the load hours, event days, rows and estimated "
+                "seconds it recomputes, each with why. Each observation shows one plan in full; a run applying "
+                "a plan carries its id (incremental/plan_id).")
 
 EXTERNAL_ASSETS = [source_events, *state_tables, plans_table]

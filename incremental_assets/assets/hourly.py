@@ -4,8 +4,8 @@ filtered_events, materialized together by one step for a range of closed load ho
 One step: one manifest claim and one close for all four, one source read, shared materialized
 DataFrames. The computation is `hourly_step`; this module hands its results to the manifest
 IO manager in the asset graph's order: base_events, the sessions, filtered_events (and their
-counts); once the manifest records them PROCESSED, the hours' ledger rows, the completion marker. A crash anywhere leaves what the
-next run needs to redo it (see `hourly_step`).
+counts); once the manifest records them PROCESSED, the hours' ledger rows, the completion marker.
+A crash anywhere leaves what the next run needs to redo it (see `hourly_step`).
 """
 
 from datetime import datetime

@@ -21,5 +21,5 @@ SENSORS = [hourly_load_sensor, late_days_sensor, attributes_sensor, attributes_a
 SCHEDULES = [attributes_schedule, maintenance_schedule]
 
 __all__ = ["ASSET_JOBS", "JOBS", "SCHEDULES", "SENSORS", "apply_job", "apply_plan_sensor", "attributes_job",
-           "attributes_sensor", "daily_job", "forget_job", "hourly_job", "hourly_load_sensor", "late_days_sensor", "maintenance_job", "manifest_admin_job",
-           "plan_job"]
+           "attributes_sensor", "daily_job", "forget_job", "hourly_job", "hourly_load_sensor", "late_days_sensor",
+           "maintenance_job", "manifest_admin_job", "plan_job"]

@@ -6,8 +6,9 @@
   contiguous range of days.
 - `attributes_sensor` (and `attributes_after_failure_sensor`): once every `daily_job` run of one
   plan has finished and one at least succeeded, requests `attributes_job` (a failed run's days
-  wait alone, fail-locked: attributes follow the days rebuilt); `attributes_schedule` recomputes attributes each day after midnight (their
-  windows end at the new day), once some event day has been aggregated.
+  wait alone, fail-locked: attributes follow the days rebuilt); `attributes_schedule` recomputes
+  attributes each day after midnight (their windows end at the new day), once some event day has
+  been aggregated.
 """
 
 import uuid
@@ -61,7 +62,8 @@ def late_day_requests(warehouse: WarehouseResource, instance) -> list[RunRequest
     ranges = contiguous_ranges(day for day in plan.days if day not in blocked)
     if not ranges and blocked:
         return SkipReason(f"{len(blocked)} event day(s) to rebuild are fail-locked: fix the cause, then "
-                          f"`incremental-assets manifest resolve {min(blocked.items())[1]}` (or run manifest_admin_job)")
+                          f"`incremental-assets manifest resolve {min(blocked.items())[1]}` "
+                          "(or run manifest_admin_job)")
     if not ranges:
         return SkipReason(f"{sum(plan.skipped.values())} late row(s) pending (below min_rows_to_process)")
     plan_id = uuid.uuid4().hex[:12]
@@ -69,7 +71,8 @@ def late_day_requests(warehouse: WarehouseResource, instance) -> list[RunRequest
                        tags={RANGE_START_TAG: day_key(first), RANGE_END_TAG: day_key(last),
                              PLAN_TAG: plan_id, PLAN_RUNS_TAG: str(len(ranges)),
                              **launched_by("LATE_DAYS", f"late_days_sensor: event days {day_key(first)} .. "
-                                                        f"{day_key(last)}, run {number} of {len(ranges)} of plan {plan_id}")})
+                                                        f"{day_key(last)}, run {number} of {len(ranges)} "
+                                                        f"of plan {plan_id}")})
             for number, (first, last) in enumerate(ranges, 1)]
 
 

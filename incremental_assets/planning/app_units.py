@@ -73,7 +73,8 @@ class CatchUp:
                           tuple(a for a in apps if a not in self.declared)).describe()
 
 
-def apps_to_catch_up(processed_for: Mapping[datetime, frozenset[str]], declared: frozenset[str]) -> dict[datetime, frozenset[str]]:
+def apps_to_catch_up(processed_for: Mapping[datetime, frozenset[str]],
+                     declared: frozenset[str]) -> dict[datetime, frozenset[str]]:
     """Per hour processed (with data, from its current files and rules) for the app ids
     `processed_for`: the app ids a scoped run must process, the declared ones it lacks and the
     ones it holds that are no longer declared. Hours processed for exactly `declared` are

@@ -35,7 +35,9 @@ OPERATORS = ("eq", "neq", "gt", "gte", "lt", "lte", "like", "in")
 VALUE_TYPES = ("string", "number", "decimal", "date")  # decimal: decimal(28,2); date: ISO text
 DISTINCT_LIST_CAP = 100  # a distinct list's default cap
 _NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
-_PROPERTY = re.compile(r"^(?P<column>[A-Za-z_][A-Za-z0-9_]*)(?:\[(?P<index>\d+)\])?(?P<path>(?:\.[A-Za-z_][A-Za-z0-9_]*)*)$")
+_PROPERTY = re.compile(r"^(?P<column>[A-Za-z_][A-Za-z0-9_]*)"
+                       r"(?:\[(?P<index>\d+)\])?"
+                       r"(?P<path>(?:\.[A-Za-z_][A-Za-z0-9_]*)*)$")
 _KEYS = {"name", "aggregation", "events", "property", "criteria", "period", "default", "type", "cap",
          "description"}
 
@@ -146,7 +148,8 @@ def _events(value: Any, where: str) -> tuple[EventSelector, ...]:
     for item in value:
         if isinstance(item, str) and item:
             selectors.append(EventSelector(item))
-        elif isinstance(item, Mapping) and isinstance(item.get("name"), str) and set(item) <= {"name", "vendor", "version"}:
+        elif (isinstance(item, Mapping) and isinstance(item.get("name"), str)
+              and set(item) <= {"name", "vendor", "version"}):
             selectors.append(EventSelector(item["name"], item.get("vendor"), item.get("version")))
         else:
             raise AttributeDeclarationError(
@@ -203,7 +206,8 @@ def declaration(entry: Mapping[str, Any], where: str = "attributes") -> Attribut
     where = f"{where}: attribute {name!r}"
     unknown = sorted(set(entry) - _KEYS)
     if unknown:
-        raise AttributeDeclarationError(f"{where}: unknown key(s) {', '.join(unknown)}; accepted: {', '.join(sorted(_KEYS))}")
+        raise AttributeDeclarationError(f"{where}: unknown key(s) {', '.join(unknown)}; "
+                                        f"accepted: {', '.join(sorted(_KEYS))}")
     aggregation = entry.get("aggregation")
     if aggregation not in AGGREGATIONS:
         raise AttributeDeclarationError(
@@ -218,8 +222,10 @@ def declaration(entry: Mapping[str, Any], where: str = "attributes") -> Attribut
     if aggregation in ("sum", "mean") and value_type not in ("number", "decimal"):
         raise AttributeDeclarationError(f"{where}: {aggregation} adds numbers: its type is number or decimal")
     cap = entry.get("cap")
-    if cap is not None and (aggregation != "distinct_list" or isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
-        raise AttributeDeclarationError(f"{where}: cap {cap!r} is not accepted; a distinct_list takes a whole number >= 1")
+    whole_number = isinstance(cap, int) and not isinstance(cap, bool) and cap >= 1
+    if cap is not None and (aggregation != "distinct_list" or not whole_number):
+        raise AttributeDeclarationError(f"{where}: cap {cap!r} is not accepted; "
+                                        "a distinct_list takes a whole number >= 1")
     if aggregation == "distinct_list" and cap is None:
         cap = DISTINCT_LIST_CAP
     default = entry.get("default", 0 if aggregation in ("count", "distinct_count") else None)

@@ -88,7 +88,8 @@ def from_states(declared: Sequence[AttributeDeclaration]) -> tuple[AttributeDecl
     return tuple(d for d in declared if daily_measure(d) is None)
 
 
-def with_defaults(declared: Sequence[AttributeDeclaration], defaults: bool, where: str) -> tuple[AttributeDeclaration, ...]:
+def with_defaults(declared: Sequence[AttributeDeclaration], defaults: bool,
+                  where: str) -> tuple[AttributeDeclaration, ...]:
     """A file's declarations after the default ones (unless `defaults: false`); a name of both
     is refused, naming it."""
     if not defaults:

@@ -134,7 +134,8 @@ def _ranges(hours: list[datetime], bridgeable: Collection[datetime] = ()) -> lis
     ranges: list[tuple[datetime, datetime]] = []
     for hour in sorted(hours):
         if ranges and (ranges[-1][1] == hour or (
-                hour - ranges[-1][1] < BRIDGED_GAP and all(h in bridgeable for h in hours_between(ranges[-1][1], hour)))):
+                hour - ranges[-1][1] < BRIDGED_GAP
+                and all(h in bridgeable for h in hours_between(ranges[-1][1], hour)))):
             ranges[-1] = (ranges[-1][0], hour + HOUR)
         else:
             ranges.append((hour, hour + HOUR))

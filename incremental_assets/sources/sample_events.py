@@ -43,17 +43,19 @@ GEOS = [  # country, timezone, city, language, weight
     ("IN", "Asia/Kolkata", "Mumbai", "en-IN", 0.06),
 ]
 
+_WEBKIT = "AppleWebKit/537.36 (KHTML, like Gecko)"
+_SAFARI_WEBKIT = "AppleWebKit/605.1.15 (KHTML, like Gecko)"
 DESKTOP_AGENTS = [
-    "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36",
-    "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Safari/605.1.15",
+    f"Mozilla/5.0 (Windows NT 10.0; Win64; x64) {_WEBKIT} Chrome/124.0.0.0 Safari/537.36",
+    f"Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) {_SAFARI_WEBKIT} Version/17.4 Safari/605.1.15",
     "Mozilla/5.0 (X11; Linux x86_64; rv:125.0) Gecko/20100101 Firefox/125.0",
-    "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36 Edg/124.0.0.0",
+    f"Mozilla/5.0 (Windows NT 10.0; Win64; x64) {_WEBKIT} Chrome/124.0.0.0 Safari/537.36 Edg/124.0.0.0",
 ]
 MOBILE_AGENTS = [
-    "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1",
-    "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Mobile Safari/537.36",
+    f"Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) {_SAFARI_WEBKIT} Version/17.4 Mobile/15E148 Safari/604.1",
+    f"Mozilla/5.0 (Linux; Android 14; Pixel 8) {_WEBKIT} Chrome/124.0.0.0 Mobile Safari/537.36",
 ]
-BOT_AGENT = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) HeadlessChrome/124.0.0.0 Safari/537.36"
+BOT_AGENT = f"Mozilla/5.0 (X11; Linux x86_64) {_WEBKIT} HeadlessChrome/124.0.0.0 Safari/537.36"
 
 TRAFFIC_SOURCES = [  # refr_medium, refr_source, refr_urlhost, mkt_medium, mkt_source, mkt_campaign, weight
     (None, None, None, None, None, None, 0.35),

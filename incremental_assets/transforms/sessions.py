@@ -41,10 +41,11 @@ def session_lifecycle(session_events: DataFrame, *, max_session_days: int) -> Da
 
     start_tstamp/end_tstamp are the first and last event time of the kept events, event_count
     their number, user_id the latest non-null one among them and domain_sessionidx their
-    smallest (the earliest event, which gives domain_userid and app_id, is always kept); first_load_tstamp is the first load of any of the session's events (it
-    bounds later look-ups); a session is quarantined when any event lies past the limit,
-    and quarantined_at is the load time of the first such event (data-derived, so reruns
-    and rebuilds give the same value).
+    smallest (the earliest event, which gives domain_userid and app_id, is always kept);
+    first_load_tstamp is the first load of any of the session's events (it bounds later
+    look-ups); a session is quarantined when any event lies past the limit, and quarantined_at
+    is the load time of the first such event (data-derived, so reruns and rebuilds give the
+    same value).
     """
     starts = session_events.groupBy("domain_sessionid").agg(
         F.min("derived_tstamp").alias("start_tstamp"))

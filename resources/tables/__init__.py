@@ -25,11 +25,13 @@ Engines:
 
 `table_store(spark, root, engine)` (`stores.py`) picks one ("auto": delta-spark when the session
 has a loadable Delta extension, else delta-rs).
+
+The package exports only what is cheap to import. The engines, `stores.py` and the staging
+sweep import pandas (through pyarrow.dataset): their callers import them from their own
+modules, so a process that only plans or reads small tables need not load them.
 """
 
 from __future__ import annotations
-
-import importlib
 
 from resources.tables.delta_log import NoTableAt, append_arrow, read_delta_arrow, utc_datetimes
 from resources.tables.interface import TableStore, WriteResult, check_identifier, no_rows, rows_collected_at_most
@@ -37,23 +39,6 @@ from resources.tables.ranges import RowRange
 from resources.tables.scans import Scan, recording_scans
 
 __all__ = [
-    "DeltaRsTableStore", "DeltaSparkTableStore", "NoTableAt", "RowRange", "Scan", "TableStore", "WriteResult",
-    "append_arrow", "check_identifier", "delta_spark_unavailable_reason", "no_rows", "read_delta_arrow",
-    "recording_scans", "rows_collected_at_most", "sweep_stale_staging", "table_store", "unshared_warehouse_problem",
-    "utc_datetimes",
+    "NoTableAt", "RowRange", "Scan", "TableStore", "WriteResult", "append_arrow", "check_identifier", "no_rows",
+    "read_delta_arrow", "recording_scans", "rows_collected_at_most", "utc_datetimes",
 ]
-
-# The engines and the staging sweep import pandas (through pyarrow.dataset), a third of a
-# second: loaded when first asked for, so a process that only plans or reads small tables
-# (`incremental-assets plan`, `limits`, the sensors) starts without them.
-_LOADED_WHEN_USED = {
-    "DeltaRsTableStore": "delta_rs", "DeltaSparkTableStore": "delta_spark",
-    "delta_spark_unavailable_reason": "delta_spark", "sweep_stale_staging": "staging",
-    "table_store": "stores", "unshared_warehouse_problem": "stores",
-}
-
-
-def __getattr__(name: str):
-    if name in _LOADED_WHEN_USED:
-        return getattr(importlib.import_module(f"resources.tables.{_LOADED_WHEN_USED[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -467,7 +467,8 @@ class DeltaRsTableStore(TableStore):
                 metrics = table.delete(delta_rs_in_predicate(column, column_type, values))
                 deleted = metrics.get("num_deleted_rows")
             else:  # too many for a predicate: join them (one commit all the same)
-                keys = pa.table({column: pa.array(sorted(set(values)), to_arrow_schema(schema, timezone="UTC").field(column).type)})
+                key_type = to_arrow_schema(schema, timezone="UTC").field(column).type
+                keys = pa.table({column: pa.array(sorted(set(values)), key_type)})
                 metrics = (table.merge(keys, predicate=f't."{column}" = s."{column}"', source_alias="s",
                                        target_alias="t").when_matched_delete().execute())
                 deleted = metrics.get("num_target_rows_deleted")

@@ -83,8 +83,9 @@ def test_the_pipeline_through_spark_connect_on_the_cluster_equals_local_mode(
         stack.start_spark()
         stack.start_connect()
         (tmp_path / "dagster_home").mkdir()
-        env = {**os.environ, **settings_env, **stack.spark_client_env(), "INCREMENTAL_WAREHOUSE": str(connect_warehouse),
-               "DAGSTER_HOME": str(tmp_path / "dagster_home"), "NO_PROXY": HOST, "no_proxy": HOST}
+        env = {**os.environ, **settings_env, **stack.spark_client_env(),
+               "INCREMENTAL_WAREHOUSE": str(connect_warehouse), "DAGSTER_HOME": str(tmp_path / "dagster_home"),
+               "NO_PROXY": HOST, "no_proxy": HOST}
         env.pop("INCREMENTAL_SPARK_MASTER", None)
 
         # Hour by hour: the first six load hours, then three more (late events among them). The
@@ -122,7 +123,8 @@ def test_the_pipeline_through_spark_connect_on_the_cluster_equals_local_mode(
         assert wait_for_port(stack.connect_port, timeout=240), "the Connect server was not started again"
         assert children(stack.pids["spark-connect"]) != [server]
         done = cli_run(env, AFTER_RESTART_UNTIL)
-        assert done.returncode == 0, f"run --until {AFTER_RESTART_UNTIL} after the restart:\n{done.stdout}\n{done.stderr}"
+        assert done.returncode == 0, (f"run --until {AFTER_RESTART_UNTIL} after the restart:\n"
+                                      f"{done.stdout}\n{done.stderr}")
 
         # The server gone for good (its supervisor too): the next run fails within seconds,
         # says which server, and leaves no manifest item locked.

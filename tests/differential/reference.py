@@ -97,7 +97,8 @@ def expected_tables(rows: list[dict], settings: Settings, as_of: dt.date,
            for name, table in tables.items()}
     if declared:
         values = declared_values(filtered, [row["domain_userid"] for row in out["attributes"]], declared, as_of)
-        out["attributes"] = [{**row, **values[row["domain_userid"]], "attribute_versions": recorded_versions(with_defaults(declared, True, "test"))}
+        versions = recorded_versions(with_defaults(declared, True, "test"))
+        out["attributes"] = [{**row, **values[row["domain_userid"]], "attribute_versions": versions}
                              for row in out["attributes"]]
     return out
 

@@ -228,4 +228,5 @@ def test_a_removal_failed_after_its_writes_ends_with_the_app_added_back(spark, i
         run(at(0, 6), expect_success=False)
     use(monkeypatch, source, warehouse, INCREMENTAL_APP_IDS="web,mobile")
     run(at(0, 7))
-    assert_same_tables(pipeline_tables(warehouse), expected(rows, "web", "mobile"), "mobile's failed removal, added back")
+    assert_same_tables(pipeline_tables(warehouse), expected(rows, "web", "mobile"),
+                       "mobile's failed removal, added back")

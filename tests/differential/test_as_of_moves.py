@@ -42,8 +42,8 @@ def test_an_as_of_move_recomputes_the_users_it_changes_and_equals_the_rules(spar
         monkeypatch.setenv("INCREMENTAL_ATTRIBUTES_AS_OF", as_of.isoformat())
         run = runner.execute_job(ATTRIBUTES_JOB, instance=instance, echo=quiet)
         assert run.success, run.failures
-        assert_same_tables(pipeline_tables(warehouse), reference.expected_tables(source.rows, settings, as_of, DECLARED),
-                           f"as of {as_of}")
+        expected = reference.expected_tables(source.rows, settings, as_of, DECLARED)
+        assert_same_tables(pipeline_tables(warehouse), expected, f"as of {as_of}")
     # Each move recomputed the users it changes and carried the others (the run's log says how).
     event = instance.get_latest_materialization_event(AssetKey("attributes"))
     assert "the others carried" in str(event.asset_materialization.metadata), event.asset_materialization.metadata

@@ -269,7 +269,8 @@ def test_hour_by_hour_with_operations_equals_a_rebuild_and_the_documented_rules(
                       if record.run_id in rebuild_runs and "wide_rows_held_as" in record.asset_materialization.metadata)
     assert held_as["files"] and sum(held_as.values()) == runs, held_as  # a run of no rows holds nothing
     expected_all = reference.expected_tables(source.rows, reference_settings(NARROWED), AS_OF, DECLARED)
-    assert_same_tables(pipeline_tables(rebuilt), expected_all, "one full rebuild (runs of 100 hours) vs the documented rules")
+    assert_same_tables(pipeline_tables(rebuilt), expected_all,
+                       "one full rebuild (runs of 100 hours) vs the documented rules")
 
 
 @hypothesis_settings(max_examples=2, deadline=None, derandomize=True,

@@ -179,7 +179,8 @@ def test_a_lake_written_before_row_digests_is_not_rebuilt_on_every_run(spark, in
     from incremental_assets.transforms.filtered_events import ROW_DIGEST
     from tests.delta_reads import read_table
 
-    early = [hostile.event(at(0, 10), session="u-s1", user="u-u1"), hostile.event(at(0, 10, 5), session="u-s1", user="u-u1")]
+    early = [hostile.event(at(0, 10), session="u-s1", user="u-u1"),
+             hostile.event(at(0, 10, 5), session="u-s1", user="u-u1")]
     later = hostile.event(at(0, 12, 10), session="u-s2", user="u-u2")
     source, warehouse = str(tmp_path / "events"), tmp_path / "incremental"
     use(monkeypatch, source, warehouse)
@@ -200,8 +201,8 @@ def test_a_lake_written_before_row_digests_is_not_rebuilt_on_every_run(spark, in
     assert runner.run_until(at(0, 14), instance=instance, echo=quiet).success
     ledger = DailyLedger(Settings.load())
     assert (ledger.unaccounted, ledger.content_changed_days) == ({}, set())
-    assert_same_tables(pipeline_tables(warehouse), reference.expected_tables([*early, later], reference_settings(), AS_OF),
-                       "a lake upgraded to row digests vs the documented rules")
+    expected = reference.expected_tables([*early, later], reference_settings(), AS_OF)
+    assert_same_tables(pipeline_tables(warehouse), expected, "a lake upgraded to row digests vs the documented rules")
 
 
 @pytest.mark.long

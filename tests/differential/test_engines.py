@@ -35,7 +35,7 @@ CHECKPOINTS = (at(0, 16, 30), at(2, 12), at(11))
 def test_delta_spark_engine_hour_by_hour_gives_the_documented_tables(spark, instance, tmp_path, monkeypatch):
     from incremental_assets import runner
     from incremental_assets.settings import Settings
-    from resources.tables import table_store
+    from resources.tables.stores import table_store
 
     source = Source(str(tmp_path / "events"), [build() for build in hostile.BUILDERS])
     warehouse = tmp_path / "incremental"

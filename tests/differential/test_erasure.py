@@ -65,7 +65,7 @@ def test_forget_removes_users_from_every_table_and_keeps_them_out(spark, instanc
     from incremental_assets.operations import describe_limits
     from incremental_assets.planning.plans import ERASED_HOUR
     from incremental_assets.settings import Settings
-    from resources.tables import table_store
+    from resources.tables.stores import table_store
 
     rows = hostile.midnight_sessions() + hostile.login_later() + hostile.invalid_rows()
     source, warehouse = str(tmp_path / "events"), tmp_path / "incremental"

@@ -78,7 +78,7 @@ def test_forget_then_a_moved_start_leave_nothing_behind_in_any_table(spark, inst
     from incremental_assets import forget, plans, runner
     from incremental_assets.operations import skip_item
     from incremental_assets.settings import Settings
-    from resources.tables import table_store
+    from resources.tables.stores import table_store
 
     source, warehouse = str(tmp_path / "events"), tmp_path / "incremental"
     use(monkeypatch, source, warehouse, **WITH_DECLARED)

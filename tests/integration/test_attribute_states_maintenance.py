@@ -13,7 +13,7 @@ from incremental_assets.names import ATTRIBUTE_STATES, ATTRIBUTES
 from incremental_assets.planning.attribute_declarations import VERSIONS_COLUMN, declarations
 from incremental_assets.planning.default_attributes import recorded_versions
 from incremental_assets.settings import Settings
-from resources.tables import table_store
+from resources.tables.stores import table_store
 
 pytestmark = [pytest.mark.spark]
 

@@ -12,7 +12,8 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from resources.manifest import ManifestStore
-from resources.tables import append_arrow, table_store
+from resources.tables import append_arrow
+from resources.tables.stores import table_store
 from tests.delta_reads import read_table
 
 pytestmark = pytest.mark.spark

@@ -10,7 +10,8 @@ import pytest
 from pyspark.sql import functions as F
 
 from resources.materialized import materialized
-from resources.tables import no_rows, table_store
+from resources.tables import no_rows
+from resources.tables.stores import table_store
 from tests.integration.test_table_store_contract import events, ns, utc
 
 pytestmark = pytest.mark.spark

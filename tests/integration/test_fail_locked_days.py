@@ -52,7 +52,8 @@ def test_the_sensor_rebuilds_the_other_days_around_a_fail_locked_one(settings):
         [("2026-01-05", "2026-01-06"), ("2026-01-08", "2026-01-08")]
     # Their materializations say who launched them (not "Manual run").
     assert [r.tags[RUN_STATE_TAG] for r in requests] == ["LATE_DAYS", "LATE_DAYS"]
-    assert requests[1].tags[RUN_LIMITS_TAG].startswith("late_days_sensor: event days 2026-01-08 .. 2026-01-08, run 2 of 2")
+    assert requests[1].tags[RUN_LIMITS_TAG].startswith(
+        "late_days_sensor: event days 2026-01-08 .. 2026-01-08, run 2 of 2")
 
 
 def test_the_sensor_skips_naming_the_item_when_only_locked_days_are_due(settings, monkeypatch):

@@ -15,8 +15,8 @@ from incremental_assets import cli
 from incremental_assets.maintenance import maintain_tables, recent_partitions_from
 from incremental_assets.names import ALL_TABLES, BASE_EVENTS, FILTERED_EVENTS, MAINTENANCE_JOB, PROCESSING_MANIFEST
 from incremental_assets.settings import Settings
-from resources.tables import table_store
 from resources.tables.interface import MaintenanceResult
+from resources.tables.stores import table_store
 from tests.delta_reads import read_table
 
 DAY = date(2026, 1, 5)

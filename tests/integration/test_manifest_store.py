@@ -233,7 +233,8 @@ def test_the_cost_models_samples_come_from_the_last_runs_alone_and_equal_those_o
     # More hourly steps than the cost model looks at, every fifth one failing, and other
     # assets' records between them (a daily run's, last of all).
     for n in range(2 * COST_SAMPLES + 5):
-        items = [f"base_events/2026-01-{5 + n // 24:02d}-{n % 24:02d}:00", f"filtered_events/2026-01-05-{n % 24:02d}:00"]
+        items = [f"base_events/2026-01-{5 + n // 24:02d}-{n % 24:02d}:00",
+                 f"filtered_events/2026-01-05-{n % 24:02d}:00"]
         items = items[:1] if n % 7 else items
         store.claim(items, application="hourly", run_id=f"r{n}", run_finished=never_finished)
         failed = n % 5 == 4

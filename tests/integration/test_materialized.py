@@ -11,8 +11,9 @@ from pyspark.sql import functions as F
 
 from incremental_assets.settings import Settings
 from resources.materialized import held_in_memory, materialized, release
-from resources.tables import RowRange, staging, table_store
+from resources.tables import RowRange, staging
 from resources.tables.staging import StagedRows, StagingIncomplete
+from resources.tables.stores import table_store
 
 pytestmark = pytest.mark.spark
 
@@ -22,7 +23,8 @@ SCHEMA = "event_id string, load_tstamp timestamp, n long, price decimal(18,2), t
 def rows(spark, count: int):
     at = dt.datetime(2026, 1, 5, 10, tzinfo=dt.timezone.utc)
     return spark.createDataFrame(
-        [(f"e{i}", at + dt.timedelta(minutes=i), i, None if i % 3 else Decimal("1.25"), ["a", str(i)]) for i in range(count)], SCHEMA)
+        [(f"e{i}", at + dt.timedelta(minutes=i), i, None if i % 3 else Decimal("1.25"), ["a", str(i)])
+         for i in range(count)], SCHEMA)
 
 
 def staged_dirs(root):

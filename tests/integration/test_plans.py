@@ -137,7 +137,8 @@ def test_a_plan_lists_what_its_apply_runs_and_is_refused_once_the_source_moves(s
     # "rules changed".
     monkeypatch.setenv("INCREMENTAL_EVENT_NAMES", "page_view")
     reshaped = plans.make_plan(Settings.load(), at(3, 11))
-    processed = {row["load_hour_tstamp"].astimezone(dt.UTC) for row in read_table(settings.table_path(HOUR_LEDGER)).to_pylist()}
+    ledger_rows = read_table(settings.table_path(HOUR_LEDGER)).to_pylist()
+    processed = {row["load_hour_tstamp"].astimezone(dt.UTC) for row in ledger_rows}
     in_files = set(current_snapshot(settings, at(3, 11)).fingerprints)
     assert {h.hour for h in reshaped.hours if h.reason == "rules changed"} == processed & in_files
     with pytest.raises(plans.PlanRefused, match="settings changed"):

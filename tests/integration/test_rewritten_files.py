@@ -9,7 +9,8 @@ import pyarrow as pa
 from deltalake import DeltaTable
 from pyspark.sql import functions as F
 
-from resources.tables import RowRange, table_store
+from resources.tables import RowRange
+from resources.tables.stores import table_store
 
 START = dt.datetime(2026, 1, 5, tzinfo=dt.timezone.utc)
 ROWS = 24_000

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from resources.tables import RowRange, interface, table_store
+from resources.tables import RowRange, interface
 from resources.tables import direct_write as direct_write_module
 from resources.tables import staging as staging_module
+from resources.tables.stores import table_store
 from tests.integration.test_table_store_contract import SCHEMA, events, micros, ns, utc
 
 pytestmark = pytest.mark.spark
@@ -48,7 +49,8 @@ def each_write(store, spark, small: bool) -> list:
         store.replace_range("r", events(spark, *day, (utc(6, 1), 9)), column="ts", start=utc(5), end=utc(7),
                             partition_by=["event_date"], small=small),
         store.replace("r", events(spark, (utc(5, 7), 70, "a"), (utc(6, 2), 80, "s9")),
-                      rows=[RowRange("ts", utc(5, 5), utc(5, 8)), RowRange("ts", utc(6), None, key="s", values=("s9",))],
+                      rows=[RowRange("ts", utc(5, 5), utc(5, 8)),
+                            RowRange("ts", utc(6), None, key="s", values=("s9",))],
                       small=small),
         store.replace_keys("k", events(spark, (utc(5), 1, "a"), (utc(5), 2, "b")),
                            key="s", keys=spark.createDataFrame([("a",), ("b",)], "s string"), small=small),

@@ -18,16 +18,10 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import functions as F
 
-from resources.tables import (
-    DeltaRsTableStore,
-    NoTableAt,
-    RowRange,
-    WriteResult,
-    delta_log,
-    delta_rs,
-    delta_spark_unavailable_reason,
-    table_store,
-)
+from resources.tables import NoTableAt, RowRange, WriteResult, delta_log, delta_rs
+from resources.tables.delta_rs import DeltaRsTableStore
+from resources.tables.delta_spark import delta_spark_unavailable_reason
+from resources.tables.stores import table_store
 
 pytestmark = pytest.mark.spark
 

@@ -241,6 +241,7 @@ def _the_declaration_changes(tmp_path, env: dict, before: pd.DataFrame) -> None:
             added += [action["add"]["path"]] if "add" in action else []
             removed += [action["remove"]["path"]] if "remove" in action else []
     assert added and not removed
-    written = {key for path in added for key in
-               pq.read_table(warehouse / "attribute_states" / unquote(path), columns=["attribute"]).column(0).to_pylist()}
+    written = {key for path in added
+               for key in pq.read_table(warehouse / "attribute_states" / unquote(path),
+                                        columns=["attribute"]).column(0).to_pylist()}
     assert written == new_keys

@@ -80,7 +80,7 @@ def take_back_last_commit(path: str) -> None:
 def kill_in_delta_commit(table: str) -> None:
     """Table `table`'s next write runs, then its commit is taken back and the process dies: the
     data files are on disk, the commit was never published."""
-    from resources.tables import DeltaRsTableStore
+    from resources.tables.delta_rs import DeltaRsTableStore
 
     def killing(real):
         def write(self, name, *args, **kwargs):

@@ -29,7 +29,7 @@ BAD_NAMES = ["../escape", "a/b", "x' OR 1=1", "t;drop", "name\n", "", "..", "bas
 
 @pytest.mark.parametrize("name", BAD_NAMES)
 def test_table_and_column_names_that_are_not_plain_identifiers_are_refused(name, spark, tmp_path):
-    from resources.tables import DeltaRsTableStore
+    from resources.tables.delta_rs import DeltaRsTableStore
 
     tables = DeltaRsTableStore(spark, str(tmp_path))
     with pytest.raises(ValueError, match="plain identifier"):
@@ -86,7 +86,7 @@ def test_app_id_and_event_name_filters_match_values_exactly(spark):
 
 @pytest.mark.spark
 def test_deletes_by_value_match_values_exactly(spark, tmp_path):
-    from resources.tables import DeltaRsTableStore
+    from resources.tables.delta_rs import DeltaRsTableStore
 
     tables = DeltaRsTableStore(spark, str(tmp_path))
     values = ["web", *HOSTILE]
@@ -99,7 +99,7 @@ def test_deletes_by_value_match_values_exactly(spark, tmp_path):
 
 @pytest.mark.spark
 def test_partition_values_and_odd_warehouse_paths_keep_files_inside_the_table(spark, tmp_path):
-    from resources.tables import DeltaRsTableStore
+    from resources.tables.delta_rs import DeltaRsTableStore
 
     root = tmp_path / "ware house ' OR 1=1; --"
     tables = DeltaRsTableStore(spark, str(root))

@@ -10,7 +10,7 @@ from incremental_assets.settings import Settings
 from resources import delta_jars
 from resources.object_store import ObjectStoreSetupError
 from resources.spark import spark_config_from_env
-from resources.tables import unshared_warehouse_problem
+from resources.tables.stores import unshared_warehouse_problem
 
 
 @pytest.fixture

@@ -34,7 +34,8 @@ def test_hours_needing_the_same_apps_run_together_over_empty_gaps_never_over_dat
     assert [(r.start, r.end, r.app_ids, r.added, r.removed) for r in catch_up.runs] == [
         (at(0), at(5), ("mobile",), ("mobile",), ()), (at(6), at(7), ("mobile",), ("mobile",), ())]
     assert catch_up.runs[0].describe() == "app(s) mobile added"
-    assert (catch_up.hours, catch_up.deferred) == (4, 0) and catch_up.progress() == "0% done, 4 of 4 processed hour(s) left"
+    assert (catch_up.hours, catch_up.deferred) == (4, 0)
+    assert catch_up.progress() == "0% done, 4 of 4 processed hour(s) left"
 
 
 def test_a_run_takes_at_most_max_hours_per_run_and_a_plan_at_most_backfill_limit_days():

@@ -51,7 +51,8 @@ attributes:
     ({"name": "x", "aggregation": "max", "property": "a", "type": "int"}, "type 'int' is not accepted"),
     ({"name": "x", "aggregation": "count", "cap": 3}, "cap 3 is not accepted"),
     ({"name": "x", "aggregation": "count", "events": []}, "events [] is not accepted"),
-    ({"name": "x", "aggregation": "count", "events": [{"name": "a", "schema": "b"}]}, "event {'name': 'a', 'schema': 'b'}"),
+    ({"name": "x", "aggregation": "count", "events": [{"name": "a", "schema": "b"}]},
+     "event {'name': 'a', 'schema': 'b'}"),
     ({"name": "x", "aggregation": "count", "criteria": {"some": []}}, "use {all: [...]} or {any: [...]}"),
     ({"name": "x", "aggregation": "count", "criteria": {"all": [{"property": "a", "operator": "regex", "value": 1}]}},
      "operator 'regex' is not accepted"),
@@ -125,8 +126,8 @@ def test_a_python_file_declares_the_same_attributes_as_the_yaml_it_generates(tmp
     from_python = Settings.load({"attributes_file": str(python_file)}, environ={}).declared_attributes()
     from_yaml = Settings.load({"attributes_file": str(yaml_file)}, environ={}).declared_attributes()
     assert [d.key for d in from_python] == [d.key for d in from_yaml]
-    assert [d.name for d in from_python[len(DEFAULT_ATTRIBUTES):]] == ["page_view_count_7_days", "page_view_count_30_days",
-                                             "transaction_count_7_days", "transaction_count_30_days"]
+    assert [d.name for d in from_python[len(DEFAULT_ATTRIBUTES):]] == [
+        "page_view_count_7_days", "page_view_count_30_days", "transaction_count_7_days", "transaction_count_30_days"]
 
 
 @pytest.mark.parametrize("code, message", [
@@ -152,7 +153,8 @@ def test_attributes_reading_the_same_rows_share_their_state_key_and_no_other_one
                  declaration({**base, "aggregation": "max", "type": "number"})]
     other_rows = [declaration({**base, "events": ["page_ping"]}), declaration({**base, "property": "page_title"}),
                   declaration({**base, "criteria": {"any": base["criteria"]["all"]}}),
-                  declaration({**base, "criteria": {"all": [{"property": "geo_country", "operator": "eq", "value": "FR"}]}})]
+                  declaration({**base, "criteria": {"all": [
+                      {"property": "geo_country", "operator": "eq", "value": "FR"}]}})]
     assert {d.state_key for d in same_rows} == {a.state_key}
     assert len({a.state_key, *(d.state_key for d in other_rows)}) == 1 + len(other_rows)
     assert a.view == f"{a.state_key}/lifetime" and same_rows[1].view == f"{a.state_key}/7"

@@ -119,7 +119,8 @@ def test_an_erasure_runs_its_hours_again_and_rebuilds_only_the_days_its_sessions
                         due_days=set(), erased_days={date(2026, 2, 28)})
     # The erased hour's other rows are read unchanged: none of its days is widened to.
     assert {d.day: d.reason.split(":")[0] for d in days} == {
-        date(2026, 2, 28): "erasure", date(2026, 3, 2): "load hour 2026-03-02-23", date(2026, 3, 3): "widened from load day 2026-03-02"}
+        date(2026, 2, 28): "erasure", date(2026, 3, 2): "load hour 2026-03-02-23",
+        date(2026, 3, 3): "widened from load day 2026-03-02"}
     moved = why_plan_moved(plan(erasure=ERASURE), plan(erasure=PlannedErasure(ERASURE.ids, (("base_events", 5),), 2)))
     assert moved == "the rows holding the erased ids changed since the plan: plan again"
 

@@ -8,7 +8,7 @@ from pyspark.sql import functions as F
 
 from incremental_assets.sources.reader import read_source
 from incremental_assets.sources.writer import write_source_table
-from resources.tables import table_store
+from resources.tables.stores import table_store
 
 HOUR = datetime(2026, 1, 5, 10, tzinfo=timezone.utc)
 

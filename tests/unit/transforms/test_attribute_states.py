@@ -148,8 +148,8 @@ def test_batch_engine_events_give_snowplows_attributes(spark, peer_dir):
     (the first-loaded copy counts) and from their start date, as of their current day."""
     folder = peer_dir / "snowplow_batch_engine"
     events = conform_to_atomic(read_snowplow_csv(spark, folder / "snowplow_batch_engine_events.csv"))
-    first_copies = (events.withColumn("copy", F.row_number().over(Window.partitionBy("event_id").orderBy("load_tstamp")))
-                    .where("copy = 1").drop("copy"))
+    first_load = Window.partitionBy("event_id").orderBy("load_tstamp")
+    first_copies = events.withColumn("copy", F.row_number().over(first_load)).where("copy = 1").drop("copy")
     rows = (first_copies.where(F.col("derived_tstamp") >= F.lit(dt.datetime(2025, 1, 1)))
             .withColumn("event_date", F.to_date("derived_tstamp")))
     yaml_path = Path(__file__).parents[2] / "peer" / "batch_engine_attributes.yml"
@@ -162,7 +162,8 @@ def test_batch_engine_events_give_snowplows_attributes(spark, peer_dir):
                            keep_default_na=False).set_index("domain_userid")
     got = got.set_index("domain_userid")
 
-    differences = {(u, c): (as_snowplow_text(got.at[u, c]), expected.at[u, c]) for u in expected.index for c in expected.columns
+    differences = {(u, c): (as_snowplow_text(got.at[u, c]), expected.at[u, c])
+                   for u in expected.index for c in expected.columns
                    if as_snowplow_text(got.at[u, c]) != expected.at[u, c]}
     # user_2's page view event_7949, loaded two days late and the only late row of its day: Snowplow's
     # incremental runs left it out of their daily aggregates; computed at once it counts.

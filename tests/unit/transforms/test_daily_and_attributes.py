@@ -117,7 +117,8 @@ def test_a_rebuilt_day_queues_only_the_users_whose_rows_changed(events_df):
     # change, the states of every user but u5 (u2's: only its states).
     declared = declarations([{"name": "pages", "aggregation": "distinct_list", "property": "page_url",
                               "events": ["page_view"]}])
-    before = [event("1", derived=ts(0), page_url="/a"), event("2", user="u2", session="s2", derived=ts(1), page_url="/a"),
+    before = [event("1", derived=ts(0), page_url="/a"),
+              event("2", user="u2", session="s2", derived=ts(1), page_url="/a"),
               event("3", user="u3", session="s3", derived=ts(2), page_url="/a"),
               event("5", user="u5", session="s5", derived=ts(3), page_url="/a")]
     after = [before[0], event("1b", derived=ts(0.5), page_url="/a"),

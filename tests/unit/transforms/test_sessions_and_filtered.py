@@ -57,7 +57,8 @@ def test_an_event_past_the_limit_changes_nothing_but_quarantined_at(events_df):
     far = event("z", derived=ts(5, days=4), load=ts(5.1, days=4), user_id="login", domain_sessionidx=0)
     without, with_far = lifecycle_rows(events_df, inside)["s1"], lifecycle_rows(events_df, [*inside, far])["s1"]
     assert with_far.is_quarantined and with_far.quarantined_at == naive(ts(5.1, days=4))
-    assert (with_far.user_id, with_far.domain_sessionidx) == (without.user_id, without.domain_sessionidx) == ("early", 1)
+    assert ((with_far.user_id, with_far.domain_sessionidx) == (without.user_id, without.domain_sessionidx)
+            == ("early", 1))
     assert with_far.asDict() | {"is_quarantined": False, "quarantined_at": None} == without.asDict()
 
 
