@@ -139,7 +139,7 @@ def apply(operation: str, data, *, spark, instance, monkeypatch, lake: Lake, war
     from incremental_assets import forget, runner
     from incremental_assets.operations import skip_item
     from incremental_assets.settings import Settings
-    from resources.tables import table_store
+    from resources.tables.stores import table_store
 
     loaded = sorted({reference.hour_of(lt) for r in lake.rows if (lt := reference.load_time(r)) is not None})
     if operation == "backfill_a_day" and loaded:
