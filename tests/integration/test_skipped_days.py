@@ -103,6 +103,6 @@ def test_a_backfill_naming_a_skipped_day_rebuilds_the_others(settings, monkeypat
     monkeypatch.setattr(runner, "run_days_and_attributes", lambda days, **_: rebuilt.append(days))
     neighbours = {dt.date(2026, 1, 5), dt.date(2026, 1, 7)}
     runner.late_days_and_attributes(settings, instance=None, report=runner.RunReport(), tags={}, echo=lines.append,
-                                    also=neighbours | {SKIPPED})
+                                    now=dt.datetime(2026, 1, 8, tzinfo=dt.timezone.utc), also=neighbours | {SKIPPED})
     assert rebuilt == [sorted(neighbours)]
     assert any(str(SKIPPED) in line and "skipped" in line for line in lines), lines
