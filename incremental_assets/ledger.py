@@ -11,7 +11,12 @@ A rebuild writes the day's ledger rows after daily_aggregates: the completion ma
 An event day an operator skipped is never planned: its unaccounted rows are added to its
 pending rows (negative when a rerun removed rows it had aggregated), so it stalls no range.
 
-Invariant once a plan is carried out: for every pair, aggregated + pending = filtered.
+A day after the last daily partition that exists now (tomorrow's, from an event derived up to
+24 h after a load of today) waits: it is not planned and its rows stay unaccounted until its
+partition exists (docs/rules.md 6).
+
+Invariant once a plan is carried out: for every pair of a day whose partition exists,
+aggregated + pending = filtered.
 """
 
 from __future__ import annotations
@@ -25,10 +30,16 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable
 
 from incremental_assets.names import ATTRIBUTES, DAILY_AGGREGATES, DAY_LEDGER, FILTERED_COUNTS, USERS_TO_REFRESH
+from incremental_assets.partition_bounds import last_event_day
 from incremental_assets.planning.attribute_declarations import VERSIONS_COLUMN
 from incremental_assets.planning.default_attributes import held_attribute_keys
 from incremental_assets.planning.hours import parse_day_key
-from incremental_assets.planning.late_days import LateDaysPlan, conservation_check, days_to_process
+from incremental_assets.planning.late_days import (
+    LateDaysPlan,
+    conservation_check,
+    days_to_process,
+    waiting_for_partition,
+)
 from incremental_assets.planning.processing_manifest import ItemStatus
 from incremental_assets.settings import Settings
 from resources.manifest import ManifestStore
@@ -133,27 +144,30 @@ def unaccounted(settings: Settings) -> dict[Pair, int]:
     return DailyLedger(settings).unaccounted
 
 
-def plan_late_days(settings: Settings, ledger: DailyLedger | None = None) -> LateDaysPlan:
-    """The event days to rebuild now; the late rows of the others are recorded as pending."""
-    plan, new_pending = late_days(settings, ledger)
+def plan_late_days(settings: Settings, now: datetime, ledger: DailyLedger | None = None) -> LateDaysPlan:
+    """The event days to rebuild at `now`; the late rows of the others are recorded as pending."""
+    plan, new_pending = late_days(settings, now, ledger)
     record_pending(settings, new_pending)
     return plan
 
 
-def late_days(settings: Settings, ledger: DailyLedger | None = None) -> tuple[LateDaysPlan, dict[Pair, int]]:
-    """The event days to rebuild now, and the rows that become pending (nothing is written:
-    `plan_late_days` records them; a plan shown before it runs does not)."""
+def late_days(settings: Settings, now: datetime,
+              ledger: DailyLedger | None = None) -> tuple[LateDaysPlan, dict[Pair, int]]:
+    """The event days to rebuild at `now`, and the rows that become pending (nothing is written:
+    `plan_late_days` records them; a plan shown before it runs does not). A day after the last
+    daily partition that exists at `now` waits: neither rebuilt nor pending (`LateDaysPlan.waiting`)."""
     ledger = ledger or DailyLedger(settings)
-    first_day = settings.start_date.date()
+    first_day, last_day = settings.start_date.date(), last_event_day(settings, now)
     skipped = ledger.skipped_days
-    open_rows = {pair: n for pair, n in ledger.unaccounted.items() if pair[0] >= first_day}
+    open_rows, waiting = waiting_for_partition(
+        {pair: n for pair, n in ledger.unaccounted.items() if pair[0] >= first_day}, last_day)
     # A skipped day is never rebuilt: whatever changed in its rows is held back with its pending ones.
     held = {pair: n for pair, n in open_rows.items() if pair[0] in skipped}
     open_rows = {pair: n for pair, n in open_rows.items() if pair not in held}
     # Rebuilt whatever the late-data rule says: a day with fewer rows than accounted for (a rerun removed
     # some), or with other content at the same count (rows corrected in place).
     must_rebuild = {day for (day, _), n in open_rows.items() if n < 0}
-    must_rebuild |= {day for day in ledger.content_changed_days if day >= first_day}
+    must_rebuild |= {day for day in ledger.content_changed_days if first_day <= day <= last_day}
     _, _, pending = ledger.state
     pending_by_day: dict[date, int] = {}
     for (day, _), n in pending.items():
@@ -164,7 +178,8 @@ def late_days(settings: Settings, ledger: DailyLedger | None = None) -> tuple[La
                            reprocess_days=settings.reprocess_days, min_rows_to_process=settings.min_rows_to_process,
                            start_date=first_day)
     days = sorted(set(plan.days) | must_rebuild)
-    return (LateDaysPlan(days=days, skipped={d: n for d, n in plan.skipped.items() if d not in must_rebuild}),
+    return (LateDaysPlan(days=days, skipped={d: n for d, n in plan.skipped.items() if d not in must_rebuild},
+                         waiting=waiting),
             {**{pair: n for pair, n in grown.items() if pair[0] not in days}, **held})
 
 
@@ -229,15 +244,17 @@ def days_loaded_between(settings: Settings, start: datetime, end: datetime) -> s
     return set(loaded["event_date"].to_pylist())
 
 
-def rows_accounted_for(settings: Settings) -> dict:
+def rows_accounted_for(settings: Settings, now: datetime) -> dict:
     """Per event day, filtered rows against rows aggregated + rows pending; `broken`: the days
-    with an unaccounted (event day, load day) pair, each with filtered - aggregated - pending."""
+    with an unaccounted (event day, load day) pair, each with filtered - aggregated - pending;
+    `waiting`: those after the last daily partition that exists at `now`, which are not broken
+    (they cannot be rebuilt yet), with their unaccounted rows."""
     ledger = DailyLedger(settings)
     filtered, aggregated, pending = ({day: 0 for day, _ in sums} for sums in ledger.state)
     for totals, sums in zip((filtered, aggregated, pending), ledger.state):
         for (day, _), n in sums.items():
             totals[day] += n
-    off_days = {day for day, _ in ledger.unaccounted}
+    off_pairs, waiting = waiting_for_partition(ledger.unaccounted, last_event_day(settings, now))
     day_difference = conservation_check(filtered, aggregated, pending)
-    return {"filtered": filtered, "aggregated": aggregated, "pending": pending,
-            "broken": {day: day_difference.get(day, 0) for day in sorted(off_days)}}
+    return {"filtered": filtered, "aggregated": aggregated, "pending": pending, "waiting": waiting,
+            "broken": {day: day_difference.get(day, 0) for day in sorted({day for day, _ in off_pairs})}}

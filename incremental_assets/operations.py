@@ -15,6 +15,7 @@ from incremental_assets.ledger import (
 from incremental_assets.names import ATTRIBUTES, DAILY_AGGREGATES, HOURLY_ASSETS
 from incremental_assets.planning.estimates import describe_duration, estimated_seconds, fit_step_cost, runs_for
 from incremental_assets.planning.hours import parse_hour_key
+from incremental_assets.planning.late_days import describe_waiting
 from incremental_assets.planning.processing_manifest import PROBLEM_STATUSES, ItemStatus, ManifestError, State
 from incremental_assets.progress import (
     fail_locked_days,
@@ -52,7 +53,7 @@ def describe_limits(settings: Settings, now: datetime) -> str:
                      + (f"; every load hour before {last:%Y-%m-%d %H:%M} is done" if last else ""))
     else:
         lines.append("  processed: nothing yet")
-    lines += _each_asset(settings, plan, manifest)
+    lines += _each_asset(settings, plan, manifest, now)
     erasures = request_records(settings)
     if erasures:
         requests, still_open = {r.request_id for r in erasures}, {r.request_id for r in open_requests(erasures)}
@@ -84,7 +85,7 @@ def _due_work(settings: Settings, plan, manifest: ManifestStore) -> str:
     return f"due: {len(due)} load hour(s) ({why}); {estimate}" + _catching_up(settings, plan, cost)
 
 
-def _each_asset(settings: Settings, plan, manifest: ManifestStore) -> list[str]:
+def _each_asset(settings: Settings, plan, manifest: ManifestStore, now: datetime) -> list[str]:
     """Where each asset stands by its own record, so that none waits for another (Snowplow's
     per-model limits): the hourly step's processed prefix (its four assets are one step), the
     loads whose filtered rows daily_aggregates has aggregated (or holds pending) and the days it
@@ -96,7 +97,8 @@ def _each_asset(settings: Settings, plan, manifest: ManifestStore) -> list[str]:
              + (f"every load before {done:%Y-%m-%d %H:%M} processed" if done else "nothing processed yet")
              + (f"; {due} load hour(s) due" if due else "; nothing due")]
     ledger = DailyLedger(settings)
-    days = late_days(settings, ledger)[0].days
+    late = late_days(settings, now, ledger)[0]
+    days = late.days
     open_load_days = sorted({load_day for _, load_day in ledger.unaccounted})
     daily = "nothing to aggregate yet" if done is None else (
         "the filtered rows of every load before "
@@ -106,6 +108,8 @@ def _each_asset(settings: Settings, plan, manifest: ManifestStore) -> list[str]:
         blocked = fail_locked_days(settings, days)
         daily += f"; {len(days)} event day(s) to rebuild" + (
             f", {len(blocked)} of them fail-locked (first: {min(blocked.values())}), waiting alone" if blocked else "")
+    if late.waiting:
+        daily += f"; {describe_waiting(late.waiting)}"
     lines.append(f"    {DAILY_AGGREGATES}: {daily}")
     lines.append(f"    {ATTRIBUTES}: {_attributes_progress(settings, manifest)}")
     return lines

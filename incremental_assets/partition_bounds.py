@@ -6,7 +6,7 @@ not the definitions (`partitions.py` builds those from these), and a command tha
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import date, datetime, timedelta, timezone
 
 from incremental_assets.settings import Settings
 
@@ -19,3 +19,18 @@ PARTITIONS_END = LOAD_SETTINGS.end_hour
 # Where the event days end (excluded): the day after end_date's, whose events the last load
 # hours may hold (a derived time up to 24 h after the load is valid); None (today) without it.
 EVENT_DAYS_END = PARTITIONS_END + timedelta(days=1) if PARTITIONS_END else None
+
+
+def end_load_hour(settings: Settings) -> datetime | None:
+    """The end (excluded) of the load hours processed: the midnight after end_date, never after
+    the hourly partitions end (fixed when the code location loads); None: no end."""
+    ends = [end for end in (settings.end_hour, PARTITIONS_END) if end is not None]
+    return min(ends) if ends else None
+
+
+def last_event_day(settings: Settings, now: datetime) -> date:
+    """The last event day a daily partition exists for: today, or the day after the last load
+    day (its last hours may hold events derived up to 24 h after their load)."""
+    end = end_load_hour(settings)
+    today = now.astimezone(timezone.utc).date()
+    return min(today, end.date()) if end else today

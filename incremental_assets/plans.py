@@ -25,6 +25,7 @@ from dagster import AssetKey
 from incremental_assets.forget import SOURCE, Found, find
 from incremental_assets.ledger import DailyLedger, late_days, recorded_attribute_keys
 from incremental_assets.names import DAILY_AGGREGATES, HOURLY_ASSETS, PLANS
+from incremental_assets.partition_bounds import last_event_day
 from incremental_assets.planning.estimates import (
     describe_duration,
     estimated_seconds,
@@ -50,7 +51,6 @@ from incremental_assets.progress import (
     LoadHoursPlan,
     backfill_hours,
     current_snapshot,
-    last_event_day,
     plan_load_hours,
     recent_step_samples,
 )
@@ -175,8 +175,12 @@ def _plan(settings: Settings, now: datetime, trigger: str, reasons: dict[datetim
                               None if snapshot is None else snapshot.fingerprints.get(hour, ""))
                   for hour in sorted(reasons))
     daily = DailyLedger(settings)
-    days = widened_days(reasons, daily.days_loaded_by_hour(reasons), set(late_days(settings, daily)[0].days), requested,
-                        erased_days)
+    late = late_days(settings, now, daily)[0]
+    widened = widened_days(reasons, daily.days_loaded_by_hour(reasons), set(late.days), requested, erased_days)
+    # A day with no daily partition yet cannot be rebuilt: it waits (rebuilt by a later run).
+    last_day = last_event_day(settings, now)
+    days = tuple(d for d in widened if d.day <= last_day)
+    waiting = tuple(sorted(set(late.waiting) | {d.day for d in widened if d.day > last_day}))
     cost = fit_step_cost(recent_step_samples(manifest))
     runs = _runs(sorted(reasons), settings.max_hours_per_run)
     planned_rows = None if rows is None else sum(rows.values())
@@ -185,7 +189,8 @@ def _plan(settings: Settings, now: datetime, trigger: str, reasons: dict[datetim
     attributes = attribute_changes(recorded_attribute_keys(settings), {d.key for d in settings.declared_attributes()})
     return Plan(trigger=trigger, until=now, source_version=None if snapshot is None else snapshot.version,
                 settings_digest=settings_digest(settings), hours=hours, days=days, runs=runs,
-                estimate_seconds=estimate, attributes=attributes, estimate_note=note, erasure=erasure)
+                estimate_seconds=estimate, attributes=attributes, estimate_note=note, erasure=erasure,
+                waiting=waiting)
 
 
 def _runs(hours: list[datetime], max_hours_per_run: int) -> int:
@@ -210,16 +215,24 @@ def describe(plan: Plan, *, full: bool = False, apply_hint: bool = True) -> str:
     if plan.erasure:
         lines += _erasure(plan.erasure)
     elif not plan.hours and not plan.days and not plan.attributes:
-        lines.append("  nothing to run")
+        lines += ["  nothing to run", *_waiting(plan)]
         return "\n".join(lines)
     if plan.hours or plan.days:
         lines += _hours_and_days(plan, full)
+    lines += _waiting(plan)
     if plan.attributes:
         lines.append("  attributes: the declared attributes changed")
         lines += [f"    {change}" for change in plan.attributes]
     if apply_hint:
         lines.append(f"  apply it: incremental-assets apply {plan.plan_id}")
     return "\n".join(lines)
+
+
+def _waiting(plan: Plan) -> list[str]:
+    if not plan.waiting:
+        return []
+    return [f"  daily_aggregates waits for event day(s) {', '.join(map(str, plan.waiting))}: no daily partition "
+            "exists for them yet (rebuilt by a run once it does)"]
 
 
 def _erasure(erasure: PlannedErasure) -> list[str]:
@@ -273,6 +286,7 @@ def as_json(plan: Plan) -> str:
         "estimate_note": plan.estimate_note,
         "hours": [[h.hour.isoformat(), h.reason, h.rows, h.fingerprint] for h in plan.hours],
         "days": [[d.day.isoformat(), d.reason] for d in plan.days], "attributes": list(plan.attributes),
+        "waiting": [d.isoformat() for d in plan.waiting],
         "erasure": None if plan.erasure is None else [plan.erasure.ids, plan.erasure.rows, plan.erasure.sessions]},
         sort_keys=True)
 
@@ -286,6 +300,7 @@ def from_json(text: str) -> Plan:
                 days=tuple(PlannedDay(date.fromisoformat(d), reason) for d, reason in data["days"]),
                 runs=data["runs"], estimate_seconds=data["estimate_seconds"],
                 attributes=tuple(data.get("attributes", ())), estimate_note=data.get("estimate_note"),
+                waiting=tuple(date.fromisoformat(d) for d in data.get("waiting", ())),
                 erasure=None if erasure is None else PlannedErasure(
                     tuple(map(tuple, erasure[0])), tuple(map(tuple, erasure[1])), erasure[2]))
 

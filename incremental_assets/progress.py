@@ -27,7 +27,7 @@ from incremental_assets.names import (
     HOURLY_ASSETS,
     PRIORITY_TAG,
 )
-from incremental_assets.partition_bounds import PARTITIONS_END, PARTITIONS_START
+from incremental_assets.partition_bounds import PARTITIONS_START, end_load_hour
 from incremental_assets.planning.app_units import CatchUp, RecordedHour, catch_up_runs, joined, split
 from incremental_assets.planning.estimates import StepSample
 from incremental_assets.planning.hours import (
@@ -424,13 +424,6 @@ def hourly_step_samples(records: Iterable[Record], limit: int = COST_SAMPLES) ->
     return [StepSample(hours, rows, seconds) for _, hours, rows, seconds in steps[-limit:]]
 
 
-def end_load_hour(settings: Settings) -> datetime | None:
-    """The end (excluded) of the load hours processed: the midnight after end_date, never after
-    the hourly partitions end (fixed when the code location loads); None: no end."""
-    ends = [end for end in (settings.end_hour, PARTITIONS_END) if end is not None]
-    return min(ends) if ends else None
-
-
 def backfill_hours(settings: Settings, first: date, last: date, now: datetime) -> tuple[datetime, datetime]:
     """[start, end) of the load hours a backfill of load days [first, last] runs: never before
     the first load hour, past now or past the partitions' end (empty when start >= end)."""
@@ -438,13 +431,6 @@ def backfill_hours(settings: Settings, first: date, last: date, now: datetime) -
     end = min(datetime.combine(last + timedelta(days=1), datetime.min.time(), tzinfo=timezone.utc),
               floor_hour(now), end_load_hour(settings) or floor_hour(now))
     return start, end
-
-
-def last_event_day(settings: Settings, now: datetime) -> date:
-    """The last event day a daily partition exists for: today, or the day after the last load
-    day (its last hours may hold events derived up to 24 h after their load)."""
-    end = end_load_hour(settings)
-    return min(now.date(), end.date()) if end else now.date()
 
 
 def plan_load_hours(settings: Settings, *, now: datetime, manifest: ManifestStore,

@@ -64,8 +64,9 @@ from incremental_assets.names import (
     USER_TAG,
     WORKER_TAG,
 )
+from incremental_assets.partition_bounds import last_event_day
 from incremental_assets.planning.hours import HOUR, contiguous_ranges, day_key, hour_keys, hours_between, ranges_within
-from incremental_assets.planning.late_days import LateDaysPlan
+from incremental_assets.planning.late_days import LateDaysPlan, describe_waiting
 from incremental_assets.planning.plans import Plan
 from incremental_assets.planning.reconcile import split_ranges
 from incremental_assets.planning.run_limits import RunLimits
@@ -75,7 +76,6 @@ from incremental_assets.progress import (
     backfill_hours,
     catch_up_tags,
     fail_locked_days,
-    last_event_day,
     plan_next_run,
 )
 from incremental_assets.run_events import (
@@ -341,7 +341,8 @@ def run_until(until: datetime, *, instance, echo: Echo = print, submit: bool = F
         ran.update(plan.hours.hours if only is None else (h for run in runs for h in hours_between(*run[:2])))
     if report.refused and report.runs:
         echo(f"  {HOURLY_JOB} not run for some hours: {report.refused}")
-    late_days_and_attributes(settings, instance=instance, report=report, tags=tags, echo=echo, observer=observer)
+    late_days_and_attributes(settings, instance=instance, report=report, tags=tags, echo=echo, now=until,
+                             observer=observer)
     return report
 
 
@@ -352,14 +353,18 @@ def _within(runs: list[tuple], allowed: set[datetime]) -> list[tuple]:
 
 
 def late_days_and_attributes(settings: Settings, *, instance, report: RunReport, tags: dict[str, str],
-                             echo: Echo, also: Iterable[date] = (), observer: RunObserver = UNOBSERVED) -> None:
-    """The event days the daily ledger calls for (and `also`), rebuilt; then attributes (also
-    when no day is rebuilt but users are still queued for it, or the declared attributes changed)."""
-    late = plan_late_days(settings)
+                             echo: Echo, now: datetime, also: Iterable[date] = (),
+                             observer: RunObserver = UNOBSERVED) -> None:
+    """The event days the daily ledger calls for at `now` (and `also`), rebuilt; then attributes
+    (also when no day is rebuilt but users are still queued for it, or the declared attributes
+    changed). A day whose daily partition does not exist at `now` waits."""
+    late = plan_late_days(settings, now)
     report.late_days = late
     if late.skipped:
         echo("  late rows pending (below min_rows_to_process): "
              + ", ".join(f"{d}: {n}" for d, n in sorted(late.skipped.items())))
+    if late.waiting:
+        echo(f"  daily_aggregates not run yet: {describe_waiting(late.waiting)}")
     days = set(late.days) | set(also)
     skipped = days & skipped_event_days(settings) if also else set()  # the plan leaves them out already
     if skipped:
@@ -421,7 +426,7 @@ def backfill(start: date, end: date, *, instance, echo: Echo = print, now: datet
     # Daily partitions exist from start_date through today, or the partitions' end: nothing
     # outside them is rebuilt.
     days = {d for d in touched | requested if settings.start_date.date() <= d <= last_event_day(settings, now)}
-    late_days_and_attributes(settings, instance=instance, report=report, tags=tags, echo=echo, also=days,
+    late_days_and_attributes(settings, instance=instance, report=report, tags=tags, echo=echo, now=now, also=days,
                              observer=observer)
     return report
 

@@ -3,7 +3,7 @@
 - `late_days_sensor` (every minute): once no hourly or daily run is going, plans the event days
   from the daily ledger (`ledger.plan_late_days`: every day with unaccounted rows, whatever
   hour touched it, so a lost plan is made again) and requests one `daily_job` run per
-  contiguous range of days.
+  contiguous range of days; a day after the last daily partition that exists (tomorrow's) waits.
 - `attributes_sensor` (and `attributes_after_failure_sensor`): once every `daily_job` run of one
   plan has finished and one at least succeeded, requests `attributes_job` (a failed run's days
   wait alone, fail-locked: attributes follow the days rebuilt); `attributes_schedule` recomputes
@@ -12,6 +12,7 @@
 """
 
 import uuid
+from datetime import datetime
 
 from dagster import (
     AssetKey,
@@ -28,7 +29,7 @@ from dagster import (
 )
 from deltalake import DeltaTable
 
-from incremental_assets.automation.hourly_sensor import HOURLY_KEYS, work_in_progress
+from incremental_assets.automation.hourly_sensor import HOURLY_KEYS, utc_now, work_in_progress
 from incremental_assets.automation.jobs import attributes_job, daily_job, hourly_job
 from incremental_assets.automation.status import SCHEDULE_STATUS, SENSOR_STATUS
 from incremental_assets.ledger import DailyLedger, plan_late_days
@@ -42,14 +43,15 @@ from incremental_assets.names import (
     RUN_STATE_TAG,
 )
 from incremental_assets.planning.hours import contiguous_ranges, day_key
+from incremental_assets.planning.late_days import describe_waiting
 from incremental_assets.progress import fail_locked_days
 from resources.warehouse import WarehouseResource
 
 DAILY_KEYS = frozenset({AssetKey(DAILY_AGGREGATES)})
 
 
-def late_day_requests(warehouse: WarehouseResource, instance) -> list[RunRequest] | SkipReason:
-    """The daily_job runs the daily ledger calls for now, one per contiguous range of days."""
+def late_day_requests(warehouse: WarehouseResource, instance, now: datetime) -> list[RunRequest] | SkipReason:
+    """The daily_job runs the daily ledger calls for at `now`, one per contiguous range of days."""
     busy = work_in_progress(instance, {hourly_job.name, daily_job.name}, HOURLY_KEYS | DAILY_KEYS)
     if busy:
         return SkipReason(f"waiting for {busy} to finish")
@@ -57,7 +59,7 @@ def late_day_requests(warehouse: WarehouseResource, instance) -> list[RunRequest
     ledger = DailyLedger(settings)
     if not ledger.unaccounted and not ledger.content_changed_days:
         return SkipReason("every filtered row is aggregated or pending: no event day to rebuild")
-    plan = plan_late_days(settings, ledger)
+    plan = plan_late_days(settings, now, ledger)
     blocked = fail_locked_days(settings, plan.days)
     ranges = contiguous_ranges(day for day in plan.days if day not in blocked)
     if not ranges and blocked:
@@ -65,7 +67,9 @@ def late_day_requests(warehouse: WarehouseResource, instance) -> list[RunRequest
                           f"`incremental-assets manifest resolve {min(blocked.items())[1]}` "
                           "(or run manifest_admin_job)")
     if not ranges:
-        return SkipReason(f"{sum(plan.skipped.values())} late row(s) pending (below min_rows_to_process)")
+        return SkipReason("; ".join(filter(None, (
+            plan.skipped and f"{sum(plan.skipped.values())} late row(s) pending (below min_rows_to_process)",
+            plan.waiting and describe_waiting(plan.waiting)))) or "no event day to rebuild")
     plan_id = uuid.uuid4().hex[:12]
     return [RunRequest(job_name=daily_job.name, run_key=f"late days {day_key(first)}...{day_key(last)} plan {plan_id}",
                        tags={RANGE_START_TAG: day_key(first), RANGE_END_TAG: day_key(last),
@@ -92,7 +96,7 @@ def launched_by(state: str, limits: str) -> dict[str, str]:
                 "recorded as pending) and requests one daily_job run per contiguous range of days.",
 )
 def late_days_sensor(context: SensorEvaluationContext, warehouse: WarehouseResource):
-    return late_day_requests(warehouse, context.instance)
+    return late_day_requests(warehouse, context.instance, utc_now())
 
 
 FINISHED = (DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED)

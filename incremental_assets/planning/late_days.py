@@ -8,7 +8,7 @@ have piled up. So every filtered row is either aggregated or counted as skipped.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime
 
 from incremental_assets.planning._time import whole_number
@@ -16,10 +16,12 @@ from incremental_assets.planning._time import whole_number
 
 @dataclass(frozen=True)
 class LateDaysPlan:
-    """Days to rebuild (sorted), and every day's skipped-row count afterwards (no zero counts)."""
+    """Days to rebuild (sorted), every day's skipped-row count afterwards (no zero counts), and
+    the unaccounted rows of the days after the last daily partition (`waiting_for_partition`)."""
 
     days: list[date]
     skipped: dict[date, int]
+    waiting: dict[date, int] = field(default_factory=dict)
 
 
 def _check_day(name: str, value: object) -> date:
@@ -68,6 +70,25 @@ def days_to_process(new_rows: Mapping[tuple[date, date], int], skipped: Mapping[
         else:
             result[day] = piled_up
     return LateDaysPlan(days=rebuild, skipped=dict(sorted(result.items())))
+
+
+def waiting_for_partition(rows: Mapping[tuple[date, date], int], last_day: date
+                          ) -> tuple[dict[tuple[date, date], int], dict[date, int]]:
+    """`rows` per (event day, load day) split in two: those of the days up to `last_day`, the
+    last day a daily partition exists for, and, per day, those of the days after it. A run over
+    such a day would fail (its partition does not exist): its rows wait, unaccounted, until it does."""
+    _check_day("last_day", last_day)
+    waiting: dict[date, int] = {}
+    for (day, _), n in rows.items():
+        if day > last_day:
+            waiting[day] = waiting.get(day, 0) + n
+    return {pair: n for pair, n in rows.items() if pair[0] <= last_day}, dict(sorted(waiting.items()))
+
+
+def describe_waiting(waiting: Mapping[date, int]) -> str:
+    """The rows `waiting_for_partition` holds back, in words."""
+    return (f"{sum(waiting.values())} row(s) of event day(s) {', '.join(map(str, sorted(waiting)))} wait: "
+            "no daily partition exists for them yet (rebuilt once it does)")
 
 
 def conservation_check(total_rows_by_day: Mapping[date, int], aggregated_by_day: Mapping[date, int],

@@ -66,6 +66,7 @@ class Plan:
     attributes: tuple[str, ...] = ()  # declared attributes recomputed for every user, each with why
     estimate_note: str | None = None  # why the estimate may be off (`estimates.unknown_fixed_part`)
     erasure: PlannedErasure | None = None  # an erasure's ids and the rows holding them
+    waiting: tuple[date, ...] = ()  # event days with rows and no daily partition yet: not rebuilt
 
     @property
     def plan_id(self) -> str:
@@ -78,6 +79,7 @@ class Plan:
             "hours": [[h.hour.isoformat(), h.reason] for h in self.hours],
             "days": [[d.day.isoformat(), d.reason] for d in self.days],
             **({"attributes": list(self.attributes)} if self.attributes else {}),
+            **({"waiting": [d.isoformat() for d in self.waiting]} if self.waiting else {}),
             **({"erasure": [self.erasure.ids, self.erasure.rows, self.erasure.sessions]} if self.erasure else {}),
         }
         return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:12]

@@ -79,7 +79,7 @@ def test_every_filtered_row_must_be_aggregated_or_pending(warehouse):
     assert not result.passed
     assert values(result) | {"mismatched_days": None} == {
         "days_checked": 2, "days_mismatched": 1, "rows_filtered": 17, "rows_aggregated": 14,
-        "rows_pending": 2, "mismatched_days": None}
+        "rows_pending": 2, "rows_waiting_for_their_day": 0, "mismatched_days": None}
     assert "2026-01-06 | 1" in result.metadata["mismatched_days"].value
 
     write_daily_manifest(settings, {D1: (10, 0), D2: (4, 3)})

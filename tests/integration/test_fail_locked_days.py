@@ -69,7 +69,8 @@ def test_run_rebuilds_the_other_days_and_reports_the_locked_one(settings, monkey
     rebuilt, lines = [], []
     monkeypatch.setattr(runner, "run_days_and_attributes", lambda days, **_: rebuilt.append(days))
     report = runner.RunReport()
-    runner.late_days_and_attributes(settings, instance=None, report=report, tags={}, echo=lines.append)
+    runner.late_days_and_attributes(settings, instance=None, report=report, tags={}, echo=lines.append,
+                                    now=dt.datetime(2026, 1, 9, tzinfo=dt.timezone.utc))
     assert rebuilt == [[DAYS[0], DAYS[1], DAYS[3]]]
     assert not report.success and "fail-locked" in report.refused
     assert any(LOCKED in line for line in lines), lines

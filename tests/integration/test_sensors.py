@@ -480,6 +480,6 @@ def test_sensors_drive_the_jobs_hour_by_hour(env, monkeypatch, generated_events)
     assert base.event_id.is_unique and base.load_tstamp.max() < at(9)
 
     # Until its late days are planned, the new loads are neither aggregated nor pending.
-    assert rows_accounted_for(Settings.load())["broken"]
+    assert rows_accounted_for(Settings.load(), at(9.3))["broken"]
     assert sensor_tick(late_days_sensors.late_days_sensor, instance).run_requests
     assert DeltaTable(str(source)).version() >= 1

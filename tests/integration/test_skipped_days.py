@@ -19,6 +19,7 @@ from incremental_assets.operations import skip_item
 from resources.manifest_items import item_id
 
 SKIPPED = dt.date(2026, 1, 6)
+AFTER = dt.datetime(2026, 1, 9, tzinfo=dt.timezone.utc)  # every day of these tests has its partition
 
 
 def load(settings, day: dt.date, rows: int, hour: int = 3) -> None:
@@ -64,19 +65,19 @@ def test_rows_landing_on_or_leaving_a_skipped_day_launch_nothing_and_stay_accoun
     with instance_for_test() as instance:
         first = late_days_tick(instance)
         assert not first.run_requests, ranges(first)
-        assert rows_accounted_for(settings)["broken"] == {}
+        assert rows_accounted_for(settings, AFTER)["broken"] == {}
 
         load(settings, SKIPPED, 2, hour=9)  # a later load hour lands more rows on the day
         later = late_days_tick(instance)
         assert not later.run_requests, ranges(later)
-        assert rows_accounted_for(settings)["pending"] == {SKIPPED: 5}
+        assert rows_accounted_for(settings, AFTER)["pending"] == {SKIPPED: 5}
 
         # A rerun of the first hour removes its rows: fewer rows than accounted for, which on a
         # day not skipped forces a rebuild.
         DeltaTable(settings.table_path(FILTERED_COUNTS)).delete("rows = 3")
         removed = late_days_tick(instance)
     assert not removed.run_requests, ranges(removed)
-    assert rows_accounted_for(settings)["broken"] == {}
+    assert rows_accounted_for(settings, AFTER)["broken"] == {}
     assert DeltaTable(settings.table_path(DAY_LEDGER)).to_pyarrow_table()["rows_pending"].to_pylist() == [2]
 
 
@@ -94,7 +95,7 @@ def test_rows_a_rerun_removes_from_a_day_aggregated_before_its_skip_are_accounte
         result = late_days_tick(instance)
     assert not result.run_requests, ranges(result)
     # daily_aggregates still counts the two rows gone: the ledger holds them as -2 pending.
-    assert rows_accounted_for(settings)["broken"] == {}
+    assert rows_accounted_for(settings, AFTER)["broken"] == {}
     assert DailyLedger(settings).state[1:] == ({(SKIPPED, SKIPPED): 3}, {(SKIPPED, SKIPPED): -2})
 
 
@@ -103,6 +104,6 @@ def test_a_backfill_naming_a_skipped_day_rebuilds_the_others(settings, monkeypat
     monkeypatch.setattr(runner, "run_days_and_attributes", lambda days, **_: rebuilt.append(days))
     neighbours = {dt.date(2026, 1, 5), dt.date(2026, 1, 7)}
     runner.late_days_and_attributes(settings, instance=None, report=runner.RunReport(), tags={}, echo=lines.append,
-                                    also=neighbours | {SKIPPED})
+                                    now=dt.datetime(2026, 1, 8, tzinfo=dt.timezone.utc), also=neighbours | {SKIPPED})
     assert rebuilt == [sorted(neighbours)]
     assert any(str(SKIPPED) in line and "skipped" in line for line in lines), lines

@@ -53,7 +53,7 @@ def test_sensors_and_schedules_start_only_where_automation_running_says(setting,
 PARTITION_ENDS = """
 from datetime import datetime, timezone
 from incremental_assets.partitions import LOAD_SETTINGS, daily_partitions, hourly_partitions
-from incremental_assets.progress import last_event_day
+from incremental_assets.partition_bounds import last_event_day
 print(hourly_partitions.get_last_partition_key(), daily_partitions.get_last_partition_key(),
       last_event_day(LOAD_SETTINGS, datetime(2027, 1, 1, tzinfo=timezone.utc)))
 """
