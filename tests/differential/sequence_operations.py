@@ -59,6 +59,8 @@ class Lake:
                  **({"INCREMENTAL_EVENT_NAMES": ",".join(self.event_names)} if self.event_names else {}),
                  **({"INCREMENTAL_APP_IDS": ",".join(self.app_ids)} if self.app_ids else {}),
                  **(WITH_DECLARED if self.declared else {})}
+        for unset in {"INCREMENTAL_EVENT_NAMES", "INCREMENTAL_APP_IDS", *WITH_DECLARED} - set(extra):
+            monkeypatch.delenv(unset, raising=False)  # every app, every event name, no declaration
         use(monkeypatch, self.path, self.warehouse, **extra)
 
     def settings(self) -> reference.Settings:
