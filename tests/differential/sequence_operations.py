@@ -1,0 +1,266 @@
+"""The operations `test_operation_sequences.py` draws, and the judge's view of what they did:
+`Lake` holds the rows the source holds, the operator's records and the settings, and gives the
+tables docs/rules.md makes of them (`expected`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import shutil
+from dataclasses import dataclass, field
+
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+from hypothesis import event
+from hypothesis import strategies as st
+
+from incremental_assets.planning.default_attributes import recorded_versions, with_defaults
+from tests.declared_reference import declared_values
+from tests.differential import hostile, reference
+from tests.differential.test_differential import (
+    AS_OF,
+    DECLARED,
+    NARROWED,
+    START_DATE,
+    WITH_DECLARED,
+    fail_locked_hour_items,
+    failing_for,
+    hour_item,
+    quiet,
+    reference_settings,
+    use,
+)
+
+APP_IDS = (("web",), ("mobile",), ("web", "mobile"))
+
+
+@dataclass
+class Lake:
+    """The source as it grows, what the operator did to it and the settings; the judge's view."""
+
+    path: str
+    warehouse: str
+    spark_source: bool  # written by Spark with deletion vectors on; else by delta-rs
+    declared: bool  # the declared attributes file is set
+    pending: list[tuple[dt.datetime, dict]]
+    rows: list[dict] = field(default_factory=list)  # the rows the source holds now
+    erased_users: set[str] = field(default_factory=set)
+    skipped_hours: set[dt.datetime] = field(default_factory=set)
+    skipped_days: dict[dt.date, list[dict]] = field(default_factory=dict)  # the filtered rows of its last build
+    event_names: tuple = ()
+    start_date: dt.datetime = START_DATE
+    app_ids: tuple = ()
+    ran: bool = False  # a run succeeded since the source first held rows
+
+    def use(self, monkeypatch) -> None:
+        # One hourly run per due range, however long: a run of many Dagster runs costs more than
+        # it finds here (runs cut into pieces are judged in test_differential.py).
+        extra = {"INCREMENTAL_START_DATE": self.start_date.date().isoformat(), "INCREMENTAL_MAX_HOURS_PER_RUN": "2000",
+                 **({"INCREMENTAL_EVENT_NAMES": ",".join(self.event_names)} if self.event_names else {}),
+                 **({"INCREMENTAL_APP_IDS": ",".join(self.app_ids)} if self.app_ids else {}),
+                 **(WITH_DECLARED if self.declared else {})}
+        for unset in {"INCREMENTAL_EVENT_NAMES", "INCREMENTAL_APP_IDS", *WITH_DECLARED} - set(extra):
+            monkeypatch.delenv(unset, raising=False)  # every app, every event name, no declaration
+        use(monkeypatch, self.path, self.warehouse, **extra)
+
+    def settings(self) -> reference.Settings:
+        return dataclasses.replace(reference_settings(self.event_names), start_date=self.start_date,
+                                   app_ids=self.app_ids)
+
+    def write(self, spark, rows: list[dict], staging) -> None:
+        if self.spark_source:
+            staged = str(staging / f"landing-{len(self.rows)}-{len(rows)}.parquet")
+            pq.write_table(hostile.source_table(rows), staged)
+            writer = spark.read.parquet(staged).write.format("delta").mode("append").partitionBy("load_date")
+            writer.option("delta.enableDeletionVectors", "true").save(self.path)
+        else:
+            hostile.write_source(self.path, rows)
+
+    def land_until(self, spark, t: dt.datetime, staging) -> None:
+        due = [row for landed, row in self.pending if landed <= t]
+        self.pending = [(landed, row) for landed, row in self.pending if landed > t]
+        if due:
+            self.write(spark, due, staging)
+            self.rows += due
+
+    def expected_rows(self) -> list[dict]:
+        return [r for r in self.rows if r.get("domain_userid") not in self.erased_users
+                and ((t := reference.load_time(r)) is None or reference.hour_of(t) not in self.skipped_hours)]
+
+    def filtered(self) -> list[dict]:
+        """reference.py's filtered events of the rows the source holds, under the settings now."""
+        settings = self.settings()
+        valid, _ = reference.split_valid_and_rejected(reference.rows_read(self.expected_rows(), settings), settings)
+        base = reference.kept_copies(valid, settings)
+        return reference.filtered_events(base, reference.sessions_lifecycle(base, settings), settings)
+
+    def expected(self) -> dict[str, list[dict]]:
+        """docs/rules.md's tables; a skipped day keeps what its last build aggregated (section 6),
+        but no erased user's rows (section 1) and no day before the start (section 1)."""
+        declared = DECLARED if self.declared else ()
+        tables = reference.expected_tables(self.expected_rows(), self.settings(), AS_OF, declared)
+        kept = {day: [r for r in rows if r["domain_userid"] not in self.erased_users]
+                for day, rows in self.skipped_days.items() if day >= self.start_date.date()}
+        if not self.skipped_days:
+            return tables
+        filtered = [r for r in self.filtered() if r["event_date"] not in self.skipped_days]
+        filtered += [r for rows in kept.values() for r in rows]
+        daily = reference.daily_aggregates(filtered)
+        users = reference.attributes(daily, AS_OF)
+        tables["daily_aggregates"] = [{c: r[c] for c in reference.COLUMNS["daily_aggregates"]} for r in daily]
+        tables["attributes"] = [{c: r[c] for c in reference.COLUMNS["attributes"]} for r in users]
+        if declared:
+            values = declared_values(filtered, [r["domain_userid"] for r in users], declared, AS_OF)
+            versions = recorded_versions(with_defaults(declared, True, "test"))
+            tables["attributes"] = [{**r, **values[r["domain_userid"]], "attribute_versions": versions}
+                                    for r in tables["attributes"]]
+        return tables
+
+
+def run(instance, t: dt.datetime, expect_success: bool | None = True):
+    from incremental_assets import runner
+
+    report = runner.run_until(t, instance=instance, echo=quiet)
+    assert expect_success is None or report.success == expect_success, (t, report.refused, report.runs)
+    return report
+
+
+def delete_event(spark, lake: Lake, event_id: str) -> None:
+    if lake.spark_source:
+        spark.sql(f"DELETE FROM delta.`{lake.path}` WHERE event_id = '{event_id}'")
+    else:
+        DeltaTable(lake.path).delete(f"event_id = '{event_id}'")
+    lake.rows = [r for r in lake.rows if r.get("event_id") != event_id]
+
+
+def compact(spark, lake: Lake) -> None:
+    if lake.spark_source:
+        spark.sql(f"OPTIMIZE delta.`{lake.path}`")
+    else:
+        DeltaTable(lake.path).optimize.compact()
+
+
+def recreate(spark, lake: Lake, staging) -> None:
+    """The source table deleted and written again at its path with the rows it holds: a new log."""
+    shutil.rmtree(lake.path)
+    if lake.spark_source:
+        spark.catalog.clearCache()
+    lake.write(spark, lake.rows, staging)
+
+
+def resolve_all(prefix: str = "base_events/") -> None:
+    from incremental_assets.operations import resolve_item
+    from incremental_assets.planning.processing_manifest import ItemStatus
+    from incremental_assets.settings import Settings
+    from resources.manifest import ManifestStore
+
+    states = ManifestStore.of(Settings.load()).states()
+    for item in sorted(i for i, s in states.items() if i.startswith(prefix) and s.status is ItemStatus.FAIL_LOCKED):
+        resolve_item(Settings.load(), item, note="transient")
+
+
+def fail_then(operation: str, data, *, monkeypatch, instance, lake: Lake, loaded, t: dt.datetime) -> None:
+    """A run fails on a load hour, then the operator resolves its items, or skips the hour."""
+    from incremental_assets.assets import hourly as hourly_asset
+    from incremental_assets.operations import skip_item
+    from incremental_assets.settings import Settings
+
+    hour = data.draw(st.sampled_from(loaded), label="failing hour")
+    with monkeypatch.context() as m:
+        m.setattr(hourly_asset, "compute", failing_for(hour))
+        run(instance, t, expect_success=None)
+    if hour_item(hour) in fail_locked_hour_items() and operation == "fail_then_skip":
+        skip_item(Settings.load(), hour_item(hour), note="bad file")
+        lake.skipped_hours.add(hour)
+    resolve_all()
+
+
+def failing_after_the_writes(real):
+    """filtered_counts that raises in a catch-up run: its rows are written, its ledger rows not."""
+    def counts(warehouse, results):
+        if results.app_ids is not None:
+            raise RuntimeError("injected failure in a catch-up run, after its rows were written")
+        return real(warehouse, results)
+    return counts
+
+
+def change_app_ids(data, *, monkeypatch, instance, lake: Lake, t: dt.datetime, failing: bool) -> None:
+    """`app_ids` changed (an app added or taken out); with `failing`, its catch-up fails once its
+    rows are written, then the operator resolves it or changes `app_ids` back."""
+    from incremental_assets.assets import hourly as hourly_asset
+
+    before = lake.app_ids
+    lake.app_ids = data.draw(st.sampled_from([a for a in APP_IDS if a != before]), label="app_ids")
+    lake.use(monkeypatch)
+    if not failing:
+        return
+    with monkeypatch.context() as m:
+        m.setattr(hourly_asset, "filtered_counts", failing_after_the_writes(hourly_asset.filtered_counts))
+        run(instance, t, expect_success=None)
+    if data.draw(st.booleans(), label="the change undone after the failure"):
+        lake.app_ids = before
+        lake.use(monkeypatch)
+    else:
+        resolve_all("base_events@")
+
+
+def skip_a_day(data, lake: Lake) -> None:
+    """`manifest skip daily_aggregates/D` on a day the last run built: it keeps that build's rows."""
+    from incremental_assets.operations import skip_item
+    from incremental_assets.settings import Settings
+
+    filtered = lake.filtered()
+    days = sorted({r["event_date"] for r in filtered} - set(lake.skipped_days))
+    if not lake.ran or not days:
+        return
+    day = data.draw(st.sampled_from(days), label="skipped day")
+    skip_item(Settings.load(), f"daily_aggregates/{day.isoformat()}", note="a bad day")
+    lake.skipped_days[day] = [r for r in filtered if r["event_date"] == day]
+
+
+def apply_after_a_commit(spark, data, *, instance, lake: Lake, t: dt.datetime) -> None:
+    """A plan made and recorded, a source commit, then the plan applied: run as planned, or
+    refused when the commit moved what it planned."""
+    from incremental_assets import plans, runner
+    from incremental_assets.settings import Settings
+
+    settings = Settings.load()
+    plan = plans.make_plan(settings, t)
+    plans.record_plan(settings, plan, t)
+    ids = sorted({r["event_id"] for r in lake.rows if r.get("event_id")})
+    if ids and data.draw(st.booleans(), label="the commit deletes an event (else compacts)"):
+        delete_event(spark, lake, data.draw(st.sampled_from(ids), label="deleted event"))
+    else:
+        compact(spark, lake)
+    try:
+        report = runner.apply_plan(settings, plan.plan_id, instance=instance, echo=quiet)
+    except plans.PlanRefused:
+        event("plan: refused")
+        return
+    event("plan: applied")
+    assert report.success, (report.refused, report.runs)
+
+
+def move_start(data, *, monkeypatch, lake: Lake) -> None:
+    later = [d for d in (hostile.at(0), hostile.at(1), hostile.at(2)) if d > lake.start_date]
+    if later:
+        lake.start_date = data.draw(st.sampled_from(later), label="start moved to")
+        lake.use(monkeypatch)
+
+
+def narrow_filter(monkeypatch, lake: Lake) -> None:
+    lake.event_names = NARROWED
+    lake.use(monkeypatch)
+
+
+def erase(data, *, spark, instance, lake: Lake, t: dt.datetime) -> None:
+    from incremental_assets import forget
+    from incremental_assets.settings import Settings
+    from resources.tables.stores import table_store
+
+    user = data.draw(st.sampled_from(("r-u1", "r-u2")), label="erased user")
+    settings = Settings.load()
+    tables = table_store(spark, settings.warehouse_root, settings.table_engine)
+    forget.request_erasure(settings, tables, forget.erased([("domain_userid", user)]), instance=instance, now=t)
+    lake.erased_users.add(user)
+
