@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from incremental_assets.planning.default_attributes import recorded_versions, with_defaults
 from tests.declared_reference import declared_values
 from tests.differential import hostile, reference
+from tests.differential.test_app_watermarks import failing_after_the_writes
 from tests.differential.test_differential import (
     AS_OF,
     DECLARED,
@@ -173,15 +174,6 @@ def fail_then(operation: str, data, *, monkeypatch, instance, lake: Lake, loaded
         skip_item(Settings.load(), hour_item(hour), note="bad file")
         lake.skipped_hours.add(hour)
     resolve_all()
-
-
-def failing_after_the_writes(real):
-    """filtered_counts that raises in a catch-up run: its rows are written, its ledger rows not."""
-    def counts(warehouse, results):
-        if results.app_ids is not None:
-            raise RuntimeError("injected failure in a catch-up run, after its rows were written")
-        return real(warehouse, results)
-    return counts
 
 
 def change_app_ids(data, *, monkeypatch, instance, lake: Lake, t: dt.datetime, failing: bool) -> None:

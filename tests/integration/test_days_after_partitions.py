@@ -8,16 +8,14 @@ import datetime as dt
 
 import pyarrow as pa
 import pytest
-from dagster import build_sensor_context, instance_for_test
+from dagster import instance_for_test
 from deltalake import write_deltalake
 
 from incremental_assets import runner
-from incremental_assets.automation import late_days_sensors
-from incremental_assets.automation.hourly_sensor import SENSOR_CLOCK_ENV
-from incremental_assets.definitions import warehouse
 from incremental_assets.ledger import rows_accounted_for
-from incremental_assets.names import FILTERED_COUNTS, RANGE_END_TAG, RANGE_START_TAG
+from incremental_assets.names import FILTERED_COUNTS
 from incremental_assets.settings import Settings
+from tests.integration.test_skipped_days import late_days_tick, ranges
 
 TODAY, TOMORROW = dt.date(2026, 1, 7), dt.date(2026, 1, 8)
 NOON = dt.datetime(2026, 1, 7, 12, tzinfo=dt.timezone.utc)
@@ -32,16 +30,6 @@ def load(settings, event_day: dt.date, rows: int, loaded: dt.datetime) -> None:
         "rows": pa.array([rows], pa.int64()),
         "rows_digest": pa.array([rows * 7919], pa.int64()),
     }), mode="append")
-
-
-def late_days_tick(instance, monkeypatch, now: dt.datetime):
-    monkeypatch.setenv(SENSOR_CLOCK_ENV, now.isoformat())
-    with build_sensor_context(instance=instance, resources={"warehouse": warehouse}) as context:
-        return late_days_sensors.late_days_sensor.evaluate_tick(context)
-
-
-def ranges(result) -> list[tuple[str, str]]:
-    return [(r.tags[RANGE_START_TAG], r.tags[RANGE_END_TAG]) for r in result.run_requests]
 
 
 @pytest.fixture

@@ -5,42 +5,20 @@ Delta table written with delta-rs, and a due plan reads only its log."""
 
 from datetime import datetime, timedelta, timezone
 
-import pyarrow as pa
-import pytest
-from dagster import DagsterEventType, build_run_status_sensor_context, instance_for_test
-from deltalake import write_deltalake
+from dagster import DagsterEventType, build_run_status_sensor_context
 
 from incremental_assets import plans
 from incremental_assets.automation.operator_jobs import apply_plan_sensor
 from incremental_assets.definitions import defs, warehouse
 from incremental_assets.names import APPLIED_PLAN_TAG, RANGE_END_TAG, RANGE_START_TAG
 from incremental_assets.settings import Settings
+from tests.integration.test_sensors import add_loads
 
 DAY = datetime(2026, 1, 5, tzinfo=timezone.utc)
 
 
 def at(hour: float) -> datetime:
     return DAY + timedelta(hours=hour)
-
-
-@pytest.fixture
-def env(tmp_path, monkeypatch):
-    source = tmp_path / "source"
-    monkeypatch.setenv("INCREMENTAL_SOURCE_PATH", str(source))
-    monkeypatch.setenv("INCREMENTAL_WAREHOUSE", str(tmp_path / "warehouse"))
-    monkeypatch.setenv("INCREMENTAL_START_DATE", DAY.date().isoformat())
-    with instance_for_test() as instance:
-        yield source, instance
-
-
-def add_loads(source, *loads: datetime) -> None:
-    table = pa.table({
-        "event_id": [f"e-{ts.isoformat()}" for ts in loads],
-        "collector_tstamp": pa.array([ts - timedelta(minutes=2) for ts in loads], pa.timestamp("us", "UTC")),
-        "load_tstamp": pa.array(list(loads), pa.timestamp("us", "UTC")),
-        "load_date": pa.array([ts.date() for ts in loads], pa.date32()),
-    })
-    write_deltalake(str(source), table, mode="append", partition_by=["load_date"])
 
 
 def apply(instance, plan_id: str):

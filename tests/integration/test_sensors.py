@@ -13,7 +13,7 @@ from datetime import date, datetime, timedelta, timezone
 
 import pyarrow as pa
 import pytest
-from dagster import DagsterEventType, DagsterRunStatus, build_sensor_context, instance_for_test
+from dagster import DagsterEventType, DagsterRunStatus, build_sensor_context
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 from deltalake import DeltaTable, write_deltalake
 
@@ -48,16 +48,6 @@ def at(hour: float) -> datetime:
 
 def key(ts: datetime) -> str:
     return ts.strftime("%Y-%m-%d-%H:%M")
-
-
-@pytest.fixture
-def env(tmp_path, monkeypatch):
-    source = tmp_path / "source"
-    monkeypatch.setenv("INCREMENTAL_SOURCE_PATH", str(source))
-    monkeypatch.setenv("INCREMENTAL_WAREHOUSE", str(tmp_path / "warehouse"))
-    monkeypatch.setenv("INCREMENTAL_START_DATE", DAY.date().isoformat())
-    with instance_for_test() as instance:
-        yield source, instance
 
 
 def add_loads(source, *loads: datetime) -> None:

@@ -12,6 +12,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from incremental_assets import runner
 from incremental_assets.automation import late_days_sensors
+from incremental_assets.automation.hourly_sensor import SENSOR_CLOCK_ENV
 from incremental_assets.definitions import warehouse
 from incremental_assets.ledger import DailyLedger, rows_accounted_for
 from incremental_assets.names import DAY_LEDGER, FILTERED_COUNTS, RANGE_END_TAG, RANGE_START_TAG
@@ -34,7 +35,10 @@ def load(settings, day: dt.date, rows: int, hour: int = 3) -> None:
     }), mode="append")
 
 
-def late_days_tick(instance):
+def late_days_tick(instance, monkeypatch=None, now: dt.datetime | None = None):
+    """One tick of late_days_sensor, at `now` when given (the sensor's clock)."""
+    if now is not None:
+        monkeypatch.setenv(SENSOR_CLOCK_ENV, now.isoformat())
     with build_sensor_context(instance=instance, resources={"warehouse": warehouse}) as context:
         return late_days_sensors.late_days_sensor.evaluate_tick(context)
 
