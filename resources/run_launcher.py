@@ -18,8 +18,7 @@ import json
 import os
 import socket
 
-from dagster import DagsterEventType
-from dagster._core.launcher import DefaultRunLauncher  # not exported at top level
+from dagster import DagsterEventType, DefaultRunLauncher
 from dagster._core.launcher.base import CheckRunHealthResult, WorkerStatus
 from dagster._core.storage.tags import GRPC_INFO_TAG  # where the launcher records the code server
 
