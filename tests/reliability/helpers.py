@@ -37,10 +37,11 @@ CHILD_TIMEOUT = 600  # seconds; the machine may be shared with other Spark runs
 MANIFEST = "processing_manifest"
 # Written at run time, so never equal between two runs.
 # Run ids and times, the source fingerprint (file names differ between two sources written
-# separately with the same rows) and the source version an hour was read at (one run over
-# everything reads every hour at the last version; hour by hour reads each at its own).
+# separately with the same rows), the source version an hour was read at (one run over
+# everything reads every hour at the last version; hour by hour reads each at its own) and the
+# source's table id (each source written separately is a table of its own).
 VOLATILE_COLUMNS = ("last_rebuilt_at", "last_rebuilt_run_id", "processed_at", "run_id", "append_id", "queued_at",
-                    "source_fingerprint", "source_version")
+                    "source_fingerprint", "source_version", "source_table_id")
 
 
 def quiet(*_):
