@@ -126,22 +126,20 @@ def fail_locked_days(settings: Settings, days: Iterable[date]) -> dict[date, str
 
 
 # The hour ledger's columns (written by the hourly step and by `forget`, read here).
-LEDGER_SCHEMA = ("load_hour_tstamp timestamp, source_fingerprint string, rules_digest string, "
-                 "processed_at timestamp, run_id string, source_version long, app_ids string, "
-                 "source_table_id string")
+LEDGER_SCHEMA = ("load_hour_tstamp timestamp, source_fingerprint string, rules_digest string, processed_at timestamp, "
+                 "run_id string, source_version long, app_ids string, source_table_id string")
 
 
 def _ledger(settings: Settings) -> pa.Table | None:
-    """The processed-hours ledger (`source_version`, `app_ids` and `source_table_id` are null in
-    rows written before they were kept). A row written before app ids were recorded per hour, under today's
-    rules and `app_ids`, reads as processed for today's app ids under today's digest."""
+    """The processed-hours ledger (`source_version`, `app_ids`, `source_table_id`: null in rows written
+    before they were kept). A row from before app ids were recorded per hour, under today's rules
+    and `app_ids`, reads as processed for today's app ids under today's digest."""
     table = read_delta_arrow(settings.table_path(HOUR_LEDGER))
     if table is None:
         return None
-    for column in ("source_version", "app_ids", "source_table_id"):
+    for column, kind in (("source_version", pa.int64()), ("app_ids", pa.string()), ("source_table_id", pa.string())):
         if column not in table.column_names:
-            table = table.append_column(column, pa.nulls(table.num_rows, pa.int64() if column == "source_version"
-                                                          else pa.string()))
+            table = table.append_column(column, pa.nulls(table.num_rows, kind))
     if settings.app_ids:
         legacy = pc.and_(pc.is_null(table["app_ids"]),
                          pc.equal(table["rules_digest"], settings.rules_digest_with_app_ids()))
@@ -156,11 +154,6 @@ def catch_up_tags(app_ids: tuple[str, ...] | None) -> dict[str, str]:
     """The tags of a catch-up run for `app_ids` (none for a run of every app): the app ids, and
     a lower priority than the runs of every app, so that a queue starts those first."""
     return {} if app_ids is None else {APP_IDS_TAG: joined(app_ids), PRIORITY_TAG: CATCH_UP_PRIORITY}
-
-
-def app_ids_processed_now(settings: Settings) -> dict[datetime, frozenset[str] | None]:
-    """Per load hour, the app ids its rows are processed for now (None: every app)."""
-    return app_ids_processed(_ledger(settings))
 
 
 def recorded_hours(settings: Settings) -> dict[datetime, RecordedHour]:

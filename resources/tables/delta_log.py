@@ -42,6 +42,19 @@ def features_delta_rs_refuses(error: Exception) -> str | None:
     return match.group(1) if match else None
 
 
+def read_with_spark_delta(spark, path: str, version: int, features: str):
+    """The table read by Spark's Delta reader, for a table whose `features` delta-rs refuses (on
+    the executors; a range filter that follows is pushed down to it); it needs the Delta jars."""
+    try:
+        return spark.read.format("delta").option("versionAsOf", version).load(path)
+    except Exception as error:  # noqa: BLE001 - without the Delta jars Spark knows no "delta" source
+        raise UnreadableTableFeature(
+            f"the Delta table at {path} needs the table feature(s) {features}, which deltalake cannot read, "
+            "and this Spark session has no Delta reader: run `make setup` (it caches the delta-spark jars) "
+            f"or drop the feature(s) from the table (ALTER TABLE ... DROP FEATURE); Spark said: {error}"
+        ) from error
+
+
 def load_table(path: str, version: int | None = None) -> DeltaTable | None:
     """The Delta table at `path` (at `version` when given); None when there is none."""
     try:

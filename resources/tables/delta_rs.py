@@ -19,13 +19,13 @@ from resources.tables.column_types import check_column_types
 from resources.tables.delta_log import (
     CHECKPOINT_INTERVAL_PROPERTY,
     NEW_TABLE_CONFIGURATION,
-    UnreadableTableFeature,
     absolute_file_paths,
     add_actions,
     features_delta_rs_refuses,
     files_in_selection,
     load_table,
     prune_files,
+    read_with_spark_delta,
     required_table,
     row_count,
     spark_can_read_files,
@@ -194,21 +194,9 @@ class DeltaRsTableStore(TableStore):
         except DeltaError as error:
             if (features := features_delta_rs_refuses(error)) is None:
                 raise
-            return self._spark_delta_dataframe(path, table.version(), features)
+            return read_with_spark_delta(self.spark, path, table.version(), features)
         data = pa.RecordBatchReader.from_stream(stream).read_all()
         return self.spark.createDataFrame(without_view_types(data), schema=schema)
-
-    def _spark_delta_dataframe(self, path: str, version: int, features: str):
-        """The table read by Spark's Delta reader (on the executors; the range filter that follows
-        is pushed down to it), which needs the Delta jars in the session."""
-        try:
-            return self.spark.read.format("delta").option("versionAsOf", version).load(path)
-        except Exception as error:  # noqa: BLE001 - without the Delta jars Spark knows no "delta" source
-            raise UnreadableTableFeature(
-                f"the Delta table at {path} needs the table feature(s) {features}, which deltalake cannot read, "
-                "and this Spark session has no Delta reader: run `make setup` (it caches the delta-spark jars) "
-                f"or drop the feature(s) from the table (ALTER TABLE ... DROP FEATURE); Spark said: {error}"
-            ) from error
 
     # -- writes --------------------------------------------------------------------------
 

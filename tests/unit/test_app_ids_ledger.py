@@ -8,7 +8,7 @@ import pyarrow as pa
 from deltalake import write_deltalake
 
 from incremental_assets.names import HOUR_LEDGER
-from incremental_assets.progress import app_ids_processed_now, processed_hours
+from incremental_assets.progress import processed_hours, recorded_hours
 from incremental_assets.settings import Settings
 
 H1, H2 = datetime(2026, 1, 5, 1, tzinfo=timezone.utc), datetime(2026, 1, 5, 2, tzinfo=timezone.utc)
@@ -30,7 +30,8 @@ def test_rows_from_before_app_ids_were_kept_count_for_todays_app_ids(tmp_path, m
     processed = processed_hours(settings)
     assert processed[H1].fingerprint == f"f1@{settings.rules_digest()}"  # processed for web and mobile
     assert processed[H2].fingerprint != f"f2@{settings.rules_digest()}"  # for web alone: due again, whole
-    assert app_ids_processed_now(settings) == {H1: frozenset({"web", "mobile"}), H2: None}
+    assert {hour: recorded.app_ids for hour, recorded in recorded_hours(settings).items()} == \
+        {H1: frozenset({"web", "mobile"}), H2: None}
 
 
 def test_without_app_ids_the_digest_is_the_one_rows_always_had(tmp_path, monkeypatch):
