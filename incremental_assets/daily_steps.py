@@ -1,4 +1,4 @@
-"""What the event-day steps compute (docs/rules.md 6-7); `assets/daily.py` hands it to the IO manager.
+"""What the event-day steps compute (docs/rules.md 6-7); `steps/daily.py` writes it.
 
 - `aggregate_days`: daily_aggregates of a range of event days, each from all its filtered
   rows; the ledger rows that say so (written after the table: the completion marker); and the
@@ -61,8 +61,8 @@ from resources.warehouse import WarehouseResource
 class DailyResults:
     daily: DataFrame
     ledger: DataFrame
-    users_to_refresh: Callable[[], DataFrame]  # read when written: the days' users before the rebuild
     states: DataFrame | None = None  # the states of these days (of the attributes daily_aggregates does not hold)
+    declared: tuple[AttributeDeclaration, ...] = ()
 
 
 def aggregate_days(warehouse: WarehouseResource, first_day: date, end_day: date, run_id: str) -> DailyResults:
@@ -81,18 +81,21 @@ def aggregate_days(warehouse: WarehouseResource, first_day: date, end_day: date,
         F.lit(datetime.now(timezone.utc)).alias("last_rebuilt_at"),
         F.lit(run_id).alias("last_rebuilt_run_id"), "digest_aggregated")
 
-    # Read twice: by the comparison below, then by the write.
+    # Read twice: by the comparison of `users_to_refresh`, then by the write.
     states = materialized(attribute_states(filtered, declared)) if declared else None
+    return DailyResults(daily=daily, ledger=ledger, states=states, declared=tuple(declared))
 
-    def users_to_refresh() -> DataFrame:
-        changed = _changed(tables, DAILY_AGGREGATES, daily, first_day, end_day)
-        if states is not None:
-            keys = sorted({d.state_key for d in declared})  # states no declared attribute reads are left out
-            changed = changed.unionByName(_changed(tables, ATTRIBUTE_STATES, states, first_day, end_day,
-                                                   F.col("attribute").isin(keys)))
-        return queued(changed.distinct(), run_id)
 
-    return DailyResults(daily=daily, ledger=ledger, users_to_refresh=users_to_refresh, states=states)
+def users_to_refresh(tables: TableStore, results: DailyResults, first_day: date, end_day: date,
+                     run_id: str) -> DataFrame:
+    """The queue rows of the users whose rows of these days the rebuild changes: read from the
+    tables as they are before the rebuild is written."""
+    changed = _changed(tables, DAILY_AGGREGATES, results.daily, first_day, end_day)
+    if results.states is not None:
+        keys = sorted({d.state_key for d in results.declared})  # states no declared attribute reads are left out
+        changed = changed.unionByName(_changed(tables, ATTRIBUTE_STATES, results.states, first_day, end_day,
+                                               F.col("attribute").isin(keys)))
+    return queued(changed.distinct(), run_id)
 
 
 def _changed(tables: TableStore, table: str, rows: DataFrame, first_day: date, end_day: date,

@@ -37,13 +37,18 @@ EVENT_ID_CHECK_SPECS = [
 
 
 class DuplicateEventIdsError(RuntimeError):
-    """The rows a step was about to write hold an event_id twice within the look-back, or none."""
+    """The rows a step was about to write hold an event_id twice within the look-back, or none;
+    `counts` are the check's counts per table and hour (`copies_once_written`)."""
+
+    def __init__(self, message: str, counts: dict[str, dict[datetime, dict[str, int]]]):
+        super().__init__(message)
+        self.counts = counts
 
 
 @dataclass(frozen=True)
 class PendingWrite:
     """The rows a step is about to write to a table over its window, and the stored rows the
-    write replaces besides the window's (as its TableOutput says)."""
+    write replaces besides the window's."""
 
     table: str
     rows: DataFrame

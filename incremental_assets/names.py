@@ -48,6 +48,9 @@ TABLE_PARTITIONS = {BASE_EVENTS: ("load_date",), EVENT_COPIES: ("load_date",), F
 
 # The concurrency pool of the hourly step (it reads and rewrites session state): a production
 # instance limits it to one step at a time (deploy/dagster.yaml).
+# The rows a materialization shows of a table it wrote (quarantined sessions).
+PREVIEW_ROWS = 20
+
 HOURLY_POOL = "hourly_sessions"
 # The manifest item every hourly step claims with its hours, so that one runs at a time on any
 # instance (a pool only holds where the instance configures it); released when the step ends.

@@ -1,24 +1,21 @@
-"""The manifest IO manager: writes each output as one atomic Delta commit, then records the
-step's success in the processing manifest. It loads no inputs: each step reads what it needs.
+"""The manifest IO manager and the step transaction it owns.
 
-A step claims its items (`claimed`: every partition of every asset it materializes, one
-manifest commit) before it computes, and yields a `TableOutput` per asset. How an output is
-written comes from the asset's definition metadata (`table`; `write` = replace_range |
-replace | replace_keys | merge | overwrite; `range_column`, `key`, `keys`, `partition_by`)
-and the range from the run's partition window, so a single partition and a backfill range
-go through the same code. Side tables are written before the asset's table (`before`) or after
-it (`after`). Once the output marked `completes` is written, every claimed item is recorded
-PROCESSED, in one manifest commit; any failure records them FAILED with the reason. Then its
-`markers` are written: the ledgers that say the work is complete and that the planners read.
-A crash before them leaves the work planned again (and the dead run's locks, which the next
-run's claim releases); every write is idempotent, so nothing is lost or doubled.
+A step is one transaction over several tables (`StepDeclaration`: its assets, its turn, the
+tables it writes in commit order). `StepTransaction` opens it (claims every partition of
+every asset the step materializes: one manifest commit), writes each table as one atomic Delta
+commit in the declared order, closes it (every item PROCESSED, one manifest commit), then
+writes the ledger markers the planners read. Any failure inside it records the items FAILED
+with the reason. A crash before the markers leaves the work planned again (and the dead run's
+locks, which the next run's claim releases); every write is idempotent, so nothing is lost or
+doubled.
+
+The IO manager then receives what the step wrote for each asset (`StepOutput`) and turns it
+into the materialization's metadata. It loads no inputs: each step reads what it needs.
 """
 
-import contextlib
 import re
 from dataclasses import dataclass, field
-from datetime import timezone
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Sequence
 
 from dagster import (
     AssetObservation,
@@ -43,7 +40,7 @@ from resources.manifest import (
     claiming_process,
 )
 from resources.manifest_items import item_id, split_item_id
-from resources.materialized import release, rows_were_lost
+from resources.materialized import rows_were_lost
 from resources.tables import RowRange, WriteResult
 from resources.warehouse import WarehouseResource
 
@@ -61,72 +58,23 @@ def is_transient(error: BaseException) -> bool:
     return isinstance(error, CommitFailedError) or rows_were_lost(error)
 
 
-@dataclass
-class TableWrite:
-    """One table write: its rows (a DataFrame, or a function that builds it when the write
-    happens, after the writes before it) and how they replace what the table holds."""
+@dataclass(frozen=True)
+class StepDeclaration:
+    """One step: the assets it materializes together (each partition of each is one manifest
+    item), the turn it takes with other steps, and the tables it writes, in commit order, each
+    with the asset whose materialization reports it. `markers` are written once the items are
+    PROCESSED: the ledgers the planners read."""
 
-    table: str
-    df: Any
-    write: str  # replace_range | replace | replace_keys | merge | overwrite | append | delete
-    range_column: str | None = None
-    range: tuple[Any, Any] | None = None  # default: the step's partition window
-    rows: Sequence[RowRange] = ()  # replace: more rows replaced besides the range
-    key: str | None = None  # replace_keys, delete
-    keys: Any = None  # replace_keys: a DataFrame of the keys replaced; delete: the values
-    merge_keys: Sequence[str] = ()
-    partition_by: Sequence[str] = ()
-    within: tuple[str, tuple] | None = None  # replace: only the range's rows whose column holds one of the values
-    small: bool = False  # the rows are expected few (an hour's, a ledger's): the store may collect them (TableStore)
+    name: str
+    assets: tuple[str, ...]
+    writes: tuple[tuple[str, str], ...]  # (table, asset), in commit order; a table may come twice
+    markers: tuple[tuple[str, str], ...] = ()
+    turn: str | None = None  # an item held only to take turns with other steps
 
-
-@dataclass
-class StepClaim:
-    """The manifest items one step holds for its run, closed once for all of them."""
-
-    manifest: ManifestStore
-    items: list[str]
-    application: str
-    run_id: str
-    payloads: dict[str, dict] = field(default_factory=dict)  # per item, stored with PROCESSED
-    rows_written: dict[str, int] = field(default_factory=dict)  # per table
-    closed: bool = False
-    turn: str | None = None  # an item held only to take turns with other steps, released at the close
-
-    def fail(self, reason: str) -> None:
-        if not self.closed:
-            self.closed = True
-            self.manifest.close(self.items, run_id=self.run_id, state=State.FAILED, application=self.application,
-                                payload={"reason": reason}, released=self._turns())
-
-    def complete(self, payload: dict) -> None:
-        self.closed = True
-        self.manifest.close(self.items, run_id=self.run_id, state=State.PROCESSED, application=self.application,
-                            payload={**payload, "rows_written": dict(self.rows_written)},
-                            payloads=self.payloads, released=self._turns())
-
-    def _turns(self) -> list[str]:
-        return [self.turn] if self.turn else []
-
-
-@dataclass
-class TableOutput:
-    """What an asset hands the IO manager: its rows and what to write with them."""
-
-    df: Any
-    claim: StepClaim
-    completes: bool = True  # the step's last output: its items are PROCESSED once written
-    write: str | None = None  # how to write the rows, when not the asset's `write` metadata
-    rows: Sequence[RowRange] = ()  # write "replace": rows replaced besides the partition window
-    within: tuple[str, tuple] | None = None  # write "replace": only the window's rows whose column holds these
-    keys: Any = None  # write "replace_keys": the keys replaced
-    before: list[TableWrite] = field(default_factory=list)
-    after: list[TableWrite] = field(default_factory=list)
-    markers: list[TableWrite] = field(default_factory=list)  # written once the items are PROCESSED
-    metadata: dict[str, Any] = field(default_factory=dict)
-    payload: dict[str, Any] = field(default_factory=dict)  # stored with every PROCESSED record
-    materialized: list[Any] = field(default_factory=list)  # DataFrames to release once written
-    small: bool = False  # the rows are expected few (an hour's): the store may collect them (TableStore)
+    @property
+    def tables(self) -> tuple[str, ...]:
+        """Every table the step writes, in commit order, markers last."""
+        return tuple(table for table, _ in (*self.writes, *self.markers))
 
 
 def partition_items(context, names: Sequence[str], unit: str | None = None) -> list[str]:
@@ -141,38 +89,125 @@ def retried_runs(run) -> set[str]:
     return {run.tags[tag] for tag in RETRY_OF_TAGS if tag in run.tags}
 
 
-@contextlib.contextmanager
-def claimed(context, warehouse: WarehouseResource, names: Sequence[str],
-            turn: str | None = None, unit: str | None = None) -> Iterator[StepClaim]:
-    """Claim the step's manifest items for the run (one commit); record FAILED if the body raises.
-    With `turn`, that item too: one step at a time holds it (ItemLockedError names it while
-    another run does), and the close releases it whatever the outcome. With `unit` (a run
-    scoped to some app ids), the unit's items (`item_id`): its failure locks them alone.
+class StepTransaction:
+    """One step's transaction, from its claim to its close: `with StepTransaction(...) as step`
+    claims the step's items (with `unit`, a run scoped to some app ids: that unit's items, whose
+    failure locks them alone); `step.replace(...)` and its siblings write the declared tables in
+    the declared order; `step.close(payload)` records the items PROCESSED; the writes after it
+    are the declared markers. An exception inside the block records the items FAILED with the
+    reason (a transient one asks Dagster to run the step again) unless the step was closed."""
 
-    A step that yields its outputs may be left at a yield when the IO manager fails to write
-    one (Python then closes it with GeneratorExit): the IO manager has recorded that failure.
-    """
-    items = partition_items(context, names, unit)
-    manifest = warehouse.manifest
-    application = "+".join(names)
-    try:
-        manifest.claim([*items, *([turn] if turn else [])], application=application, run_id=context.run_id,
-                       run_finished=abandoned_lock_check(context.instance, warehouse.settings.max_lock_age_hours),
-                       auto_resolve_failures=warehouse.settings.auto_resolve_failures,
-                       payload={"partition_keys": _key_range(items), **claiming_process()},
-                       retry_of=retried_runs(context.run))
-    except ItemLockedError as exc:
-        if turn is None or exc.item != turn:
-            raise
-        context.log.info(f"{exc}: waiting for its turn, trying again in {TURN_WAIT_SECONDS} s")
-        raise RetryRequested(max_retries=TURN_WAIT_RETRIES, seconds_to_wait=TURN_WAIT_SECONDS) from exc
-    claim = StepClaim(manifest, items, application, context.run_id, turn=turn)
-    try:
-        yield claim
-    except GeneratorExit:
-        raise
-    except BaseException as exc:
-        _fail(claim, exc)
+    def __init__(self, context, warehouse: WarehouseResource, declaration: StepDeclaration, unit: str | None = None):
+        self.declaration = declaration
+        self.items = partition_items(context, declaration.assets, unit)
+        self.written: dict[str, dict[str, WriteResult]] = {asset: {} for asset in declaration.assets}
+        self.closed = False
+        self._context, self._warehouse, self._tables = context, warehouse, warehouse.tables
+        self._manifest, self._run_id = warehouse.manifest, context.run_id
+        self._application = "+".join(declaration.assets)
+        self._position = 0  # the next declared write
+        self._rows_written: dict[str, int] = {}
+
+    def __enter__(self) -> "StepTransaction":
+        turn = self.declaration.turn
+        try:
+            self._manifest.claim(
+                [*self.items, *([turn] if turn else [])], application=self._application, run_id=self._run_id,
+                run_finished=abandoned_lock_check(self._context.instance, self._warehouse.settings.max_lock_age_hours),
+                auto_resolve_failures=self._warehouse.settings.auto_resolve_failures,
+                payload={"partition_keys": _key_range(self.items), **claiming_process()},
+                retry_of=retried_runs(self._context.run))
+        except ItemLockedError as exc:
+            if turn is None or exc.item != turn:
+                raise
+            self._context.log.info(f"{exc}: waiting for its turn, trying again in {TURN_WAIT_SECONDS} s")
+            raise RetryRequested(max_retries=TURN_WAIT_RETRIES, seconds_to_wait=TURN_WAIT_SECONDS) from exc
+        return self
+
+    def __exit__(self, exc_type, exc, traceback) -> bool:
+        if exc is None:
+            if not self.closed:
+                self._fail("the step ended without closing its transaction")
+                raise RuntimeError(f"step {self.declaration.name} ended without closing its transaction")
+            return False
+        if self.closed:  # a marker failed: the planners plan the work again
+            return False
+        if is_transient(exc):
+            self._fail(_one_line(exc))
+            raise RetryRequested(max_retries=TRANSIENT_RETRIES, seconds_to_wait=5) from exc
+        error = _explained(exc, self.items)
+        self._fail(_one_line(error))
+        if error is not exc:
+            raise error from exc
+        return False
+
+    # -- the writes, each one Delta commit -------------------------------------------------
+
+    def replace(self, table: str, df, *, rows: Sequence[RowRange], partition_by: Sequence[str] = (),
+                small: bool = False) -> WriteResult:
+        """The table's rows of `rows` (ranges, each optionally narrowed to some key values) become `df`."""
+        asset = self._next(table)
+        return self._record(asset, table, self._tables.replace(table, df, rows=list(rows),
+                                                               partition_by=list(partition_by) or None, small=small))
+
+    def replace_keys(self, table: str, df, *, key: str, keys, small: bool = False) -> WriteResult:
+        """The table's rows of `keys` (a DataFrame of `key`) become `df`'s."""
+        asset = self._next(table)
+        return self._record(asset, table, self._tables.replace_keys(table, df, key=key, keys=keys, small=small))
+
+    def merge(self, table: str, df, *, keys: Sequence[str], small: bool = False) -> WriteResult:
+        """`df`'s rows replace the table's rows with the same `keys`, and the others are added."""
+        asset = self._next(table)
+        return self._record(asset, table, self._tables.merge(table, df, keys=list(keys), small=small))
+
+    def append(self, table: str, df, *, partition_by: Sequence[str] = (), small: bool = False) -> WriteResult:
+        asset = self._next(table)
+        return self._record(asset, table, self._tables.append(table, df, partition_by=list(partition_by) or None,
+                                                              small=small))
+
+    def overwrite(self, table: str, df, *, small: bool = False) -> WriteResult:
+        asset = self._next(table)
+        return self._record(asset, table, self._tables.overwrite(table, df, small=small))
+
+    def delete(self, table: str, *, column: str, values: Sequence) -> WriteResult:
+        """The table's rows whose `column` holds one of `values` go."""
+        asset = self._next(table)
+        return self._record(asset, table, self._tables.delete_where_in(table, column, list(values)))
+
+    def close(self, payload: dict[str, Any]) -> None:
+        """Every item PROCESSED, with the window, `payload` and the rows each table was written."""
+        window = self._context.partition_time_window if self._context.has_partition_key_range \
+            or self._context.has_partition_key else None
+        bounds = {"window_start": window.start.isoformat(), "window_end": window.end.isoformat()} if window else {}
+        self.closed = True
+        self._manifest.close(self.items, run_id=self._run_id, state=State.PROCESSED, application=self._application,
+                             payload={**bounds, **payload, "rows_written": dict(self._rows_written)},
+                             released=self._turns())
+
+    def _next(self, table: str) -> str:
+        """The asset a write of `table` is reported with: its next place in the declared order
+        (a write out of that order, or a marker before the close, is a mistake in the step)."""
+        declared, close_at = (*self.declaration.writes, *self.declaration.markers), len(self.declaration.writes)
+        start, end = (max(self._position, close_at), len(declared)) if self.closed else (self._position, close_at)
+        for index in range(start, end):
+            if declared[index][0] == table:
+                self._position = index + 1
+                return declared[index][1]
+        raise RuntimeError(f"step {self.declaration.name} writes {table} out of its declared order "
+                           f"{self.declaration.tables} ({'after' if self.closed else 'before'} its close)")
+
+    def _record(self, asset: str, table: str, result: WriteResult) -> WriteResult:
+        self.written[asset][table] = result
+        self._rows_written[table] = result.rows_written
+        return result
+
+    def _fail(self, reason: str) -> None:
+        self.closed = True
+        self._manifest.close(self.items, run_id=self._run_id, state=State.FAILED, application=self._application,
+                             payload={"reason": reason}, released=self._turns())
+
+    def _turns(self) -> list[str]:
+        return [self.declaration.turn] if self.declaration.turn else []
 
 
 def _key_range(items: list[str]) -> str:
@@ -210,20 +245,6 @@ def _explained(exc: BaseException, items: Sequence[str]) -> BaseException:
     return exc
 
 
-def _fail(claim: StepClaim, exc: BaseException):
-    """Record the step's items FAILED with the reason, and raise: a transient failure asks
-    Dagster to run the step again in the same run (the retry takes back the FAILED items); any
-    other raises the error, restated when known."""
-    if is_transient(exc):
-        claim.fail(_one_line(exc))
-        raise RetryRequested(max_retries=TRANSIENT_RETRIES, seconds_to_wait=5) from exc
-    error = _explained(exc, claim.items)
-    claim.fail(_one_line(error))
-    if error is not exc:
-        raise error from exc
-    raise exc
-
-
 PREVIEW_ROWS = 50
 _PREVIEW_SCHEMA = TableSchema(columns=[TableColumn(name, "string") for name in
                                       ("item", "status", "run_id", "since", "reason")])
@@ -248,69 +269,27 @@ def manifest_observation(manifest: ManifestStore) -> AssetObservation:
         "held_items": MetadataValue.table(rows, schema=_PREVIEW_SCHEMA)})
 
 
-def _window_bounds(window, column_is_date: bool):
-    start, end = window.start, window.end
-    if column_is_date:
-        return start.date(), end.date()
-    return start.astimezone(timezone.utc), end.astimezone(timezone.utc)
+@dataclass
+class StepOutput:
+    """What an asset hands the IO manager: what its step wrote for it (the asset's table and
+    the side tables reported with it) and the metadata of its materialization."""
 
-
-def _rows(df: Any | Callable[[], Any]):
-    return df() if callable(df) else df
+    table: str
+    written: dict[str, WriteResult]
+    metadata: dict[str, Any] = field(default_factory=dict)
+    last: bool = False  # the step's last output: the manifest's state is shown after it
 
 
 class ManifestIOManager(ConfigurableIOManager):
-    """Writes asset outputs as Delta tables and records them in the processing manifest."""
+    """Turns what a step wrote into the materialization's metadata; the step's transaction
+    (`StepTransaction`) did the writing."""
 
     warehouse: ResourceDependency[WarehouseResource]
 
-    def _write(self, spec: TableWrite, window) -> WriteResult:
-        tables = self.warehouse.tables
-        if spec.write == "delete":
-            return tables.delete_where_in(spec.table, spec.key, list(spec.keys))
-        df, partition_by = _rows(spec.df), list(spec.partition_by) or None
-        if spec.write in ("replace_range", "replace"):
-            start, end = spec.range or _window_bounds(window, spec.range_column.endswith("_date"))
-            key, values = spec.within or (None, ())
-            rows = [RowRange(spec.range_column, start, end, key=key, values=tuple(values)), *spec.rows]
-            return tables.replace(spec.table, df, rows=rows, partition_by=partition_by, small=spec.small)
-        if spec.write == "replace_keys":
-            return tables.replace_keys(spec.table, df, key=spec.key, keys=spec.keys, small=spec.small)
-        if spec.write == "merge":
-            return tables.merge(spec.table, df, keys=list(spec.merge_keys), partition_by=partition_by, small=spec.small)
-        if spec.write == "overwrite":
-            return tables.overwrite(spec.table, df, partition_by=partition_by, small=spec.small)
-        if spec.write == "append":
-            return tables.append(spec.table, df, partition_by=partition_by, small=spec.small)
-        raise ValueError(f"unknown write mode {spec.write!r} for table {spec.table}")
-
-    def handle_output(self, context: OutputContext, obj: TableOutput | None) -> None:
+    def handle_output(self, context: OutputContext, obj: StepOutput | None) -> None:
         if obj is None:
             return
-        name = context.asset_key.path[-1]
-        meta = context.definition_metadata or {}
-        window = context.asset_partitions_time_window if context.has_asset_partitions else None
-        main = TableWrite(table=meta.get("table", name), df=obj.df, write=obj.write or meta.get("write", "overwrite"),
-                          range_column=meta.get("range_column"), rows=obj.rows, key=meta.get("key"),
-                          keys=obj.keys, merge_keys=tuple(meta.get("keys", ())),
-                          partition_by=tuple(meta.get("partition_by", ())), within=obj.within, small=obj.small)
-        claim = obj.claim
-        results: dict[str, WriteResult] = {}
-        try:
-            for spec in [*obj.before, main, *obj.after]:
-                results[spec.table] = self._write(spec, window)
-                claim.rows_written[spec.table] = results[spec.table].rows_written
-        except BaseException as exc:
-            _fail(claim, exc)
-        finally:
-            for df in obj.materialized:
-                release(df)
-        if obj.completes:
-            claim.complete({**({"window_start": window.start.isoformat(), "window_end": window.end.isoformat()}
-                               if window else {}), **obj.payload})
-        for spec in obj.markers:  # a failure here fails the step; the planners plan the work again
-            results[spec.table] = self._write(spec, window)
-        described = self.warehouse.tables.describe(main.table)
+        described = self.warehouse.tables.describe(obj.table)
         # dagster/row_count is the table's size (the UI's badge), the same on every partition;
         # per-partition figures come from the asset (add_asset_metadata). What the run wrote is
         # the run's: on a run of one partition its materialization, on a ranged run one
@@ -322,9 +301,10 @@ class ManifestIOManager(ConfigurableIOManager):
             "table_path": MetadataValue.path(described.get("path", "")),
             "table_files": MetadataValue.int(int(described.get("num_files") or 0)),
         }
-        written = {"rows_written": MetadataValue.int(int(results[main.table].rows_written)),
+        main = obj.written.get(obj.table)
+        written = {**({"rows_written": MetadataValue.int(int(main.rows_written))} if main else {}),
                    **{f"{table}_rows_written": MetadataValue.int(int(result.rows_written))
-                      for table, result in results.items() if table != main.table}}
+                      for table, result in obj.written.items() if table != obj.table}}
         partitions = context.asset_partition_keys if context.has_asset_partitions else []
         if len(partitions) > 1:
             context.log_event(AssetObservation(context.asset_key, partition=partitions[-1], metadata={
@@ -333,10 +313,10 @@ class ManifestIOManager(ConfigurableIOManager):
             metadata.update(written)
         metadata.update(obj.metadata)
         context.add_output_metadata(metadata)
-        for table, result in results.items():
+        for table, result in obj.written.items():
             if table in STATE_TABLES:
                 context.log_event(self._table_observation(table, result))
-        if obj.completes:
+        if obj.last:
             context.log_event(manifest_observation(self.warehouse.manifest))
 
     def _table_observation(self, table: str, result: WriteResult) -> AssetObservation:

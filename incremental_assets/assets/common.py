@@ -106,18 +106,19 @@ def schema_metadata(df, descriptions: dict[str, str] | None = None) -> dict[str,
     return {"dagster/column_schema": TableSchema(columns=columns)}
 
 
-PREVIEW_ROWS = 20
 # Dagster's event log keeps metadata for good and `forget` cannot erase it: a preview leaves out
 # every column that names a user or their session.
 NOT_PREVIEWED = frozenset({*ID_COLUMNS, "domain_sessionid", "network_userid"})
 
 
-def preview_metadata(df) -> dict[str, Any]:
-    """The first rows of a (small) DataFrame as a table in the materialization, without ids."""
-    shown = df.select(*[name for name in df.columns if name not in NOT_PREVIEWED])
-    rows = [TableRecord({k: (v if isinstance(v, (int, float, bool)) or v is None else str(v))
-                         for k, v in row.asDict().items()}) for row in shown.limit(PREVIEW_ROWS).collect()]
-    return {"preview": MetadataValue.table(rows, schema=TableSchema(columns=_columns(shown)))}
+def preview_metadata(rows: list, schema) -> dict[str, Any]:
+    """Rows already collected (a few, of `schema`, a StructType) as a table in the
+    materialization, without ids."""
+    shown = [field for field in schema.fields if field.name not in NOT_PREVIEWED]
+    records = [TableRecord({f.name: (v if isinstance(v, (int, float, bool)) or v is None else str(v))
+                            for f in shown for v in [row[f.name]]}) for row in rows]
+    columns = [TableColumn(name=f.name, type=f.dataType.simpleString()) for f in shown]
+    return {"preview": MetadataValue.table(records, schema=TableSchema(columns=columns))}
 
 
 def _columns(df) -> list[TableColumn]:

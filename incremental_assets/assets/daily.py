@@ -1,7 +1,6 @@
 """The event-day layer: daily_aggregates (rebuilt whole per day) and attributes.
 
-Thin: `daily_steps` computes; the manifest IO manager writes, in the order that keeps a crash
-recoverable (see there).
+Thin: each runs its step (`steps.daily`) and hands Dagster what it wrote and its figures.
 """
 
 from datetime import date, datetime, timezone
@@ -29,30 +28,13 @@ from incremental_assets.assets.common import (
     settings_metadata,
     table_metadata,
 )
-from incremental_assets.daily_steps import (
-    DayFigures,
-    aggregate_days,
-    attributes_update,
-    figures_by_day,
-    last_event_day,
-)
-from incremental_assets.names import (
-    AS_OF_TAG,
-    ATTRIBUTE_STATES,
-    ATTRIBUTES,
-    DAILY_AGGREGATES,
-    DAY_LEDGER,
-    FILTERED_EVENTS,
-    TABLE_PARTITIONS,
-    USERS_TO_REFRESH,
-)
+from incremental_assets.daily_steps import DayFigures, last_event_day
+from incremental_assets.names import AS_OF_TAG, ATTRIBUTES, DAILY_AGGREGATES, FILTERED_EVENTS
 from incremental_assets.partitions import LOAD_SETTINGS, daily_partitions, filtered_hours_of_day, single_run
 from incremental_assets.planning.hours import day_key
-from incremental_assets.planning.processing_manifest import ItemStatus
-from resources.manifest import ItemLockedError, abandoned_lock_check
-from resources.manifest_io_manager import TableOutput, TableWrite, claimed
-from resources.manifest_items import split_item_id
-from resources.tables import rows_collected_at_most
+from incremental_assets.steps.daily import run_attributes_step, run_daily_step
+from resources.manifest import ItemLockedError
+from resources.manifest_io_manager import StepOutput
 from resources.warehouse import WarehouseResource
 
 # attributes is one manifest item for every user. A second attributes run (the sensor's beside
@@ -73,33 +55,17 @@ LOCK_WAIT_RETRIES = 20
                    partition_mapping=filtered_hours_of_day(LOAD_SETTINGS.reprocess_days))],
     description="One row per (event_date, domain_userid), rebuilt from every filtered event of "
                 "the day; daily_aggregation_manifest records rows aggregated and rows pending.",
-    metadata={"table": DAILY_AGGREGATES, "write": "replace_range", "range_column": "event_date",
-              "partition_by": list(TABLE_PARTITIONS[DAILY_AGGREGATES]), **table_metadata(DAILY_AGGREGATES)},
+    metadata={"table": DAILY_AGGREGATES, **table_metadata(DAILY_AGGREGATES)},
     owners=OWNERS,
     code_version=CODE_VERSION,
 )
-def daily_aggregates(context: AssetExecutionContext, warehouse: WarehouseResource) -> TableOutput:
-    window = context.partition_time_window
-    first_day, end_day = window.start.date(), window.end.date()
+def daily_aggregates(context: AssetExecutionContext, warehouse: WarehouseResource) -> StepOutput:
     require_table(warehouse, FILTERED_EVENTS, DAILY_AGGREGATES, "run the load hours (hourly_job) first")
-    with claimed(context, warehouse, [DAILY_AGGREGATES]) as claim:
-        results = aggregate_days(warehouse, first_day, end_day, context.run_id)
-        figures = figures_by_day(warehouse, results, first_day, end_day)
-        _add_day_metadata(context, figures)
-        on_last_partition(context, {**settings_metadata(warehouse.settings), **schema_metadata(results.daily)})
-        # A few days' rows, and the queue's and ledger's (narrow): the table store may collect them.
-        small = sum(f.rows for f in figures.values()) <= rows_collected_at_most(len(results.daily.columns))
-        return TableOutput(
-            df=results.daily, claim=claim, small=small,
-            materialized=[results.daily, *([results.states] if results.states is not None else [])],
-            # The queue first: it compares the days' rows as stored with their rebuild.
-            before=[TableWrite(USERS_TO_REFRESH, results.users_to_refresh, "append", small=True),
-                    *([TableWrite(ATTRIBUTE_STATES, results.states, "replace_range", range_column="event_date",
-                                  partition_by=TABLE_PARTITIONS[ATTRIBUTE_STATES])]
-                      if results.states is not None else [])],
-            markers=[TableWrite(DAY_LEDGER, results.ledger, "replace_range", range_column="event_date", small=True)],
-            metadata=run_state_metadata(context, warehouse.settings),
-            payload={"days": f"{first_day}..{date.fromordinal(end_day.toordinal() - 1)}"})
+    done = run_daily_step(context, warehouse)
+    _add_day_metadata(context, done.figures)
+    on_last_partition(context, {**settings_metadata(warehouse.settings), **schema_metadata(done.results.daily)})
+    return StepOutput(DAILY_AGGREGATES, done.written[DAILY_AGGREGATES], last=True,
+                      metadata=run_state_metadata(context, warehouse.settings))
 
 
 def _add_day_metadata(context: AssetExecutionContext, figures: dict[date, DayFigures]) -> None:
@@ -136,62 +102,32 @@ def attributes_as_of(context: AssetExecutionContext, warehouse: WarehouseResourc
     description="One row per user: the declared attributes (by default twelve lifetime and last-N-days metrics) "
                 "as of attributes_as_of, from daily_aggregates and the attributes' states (only users whose "
                 "daily rows or states changed are recomputed, and those a move of the day changes).",
-    metadata={"table": ATTRIBUTES, "write": "replace_keys", "key": "domain_userid", **table_metadata(ATTRIBUTES)},
+    metadata={"table": ATTRIBUTES, **table_metadata(ATTRIBUTES)},
     owners=OWNERS,
     code_version=CODE_VERSION,
 )
-def attributes(context: AssetExecutionContext, warehouse: WarehouseResource) -> TableOutput:
+def attributes(context: AssetExecutionContext, warehouse: WarehouseResource) -> StepOutput:
     require_table(warehouse, DAILY_AGGREGATES, ATTRIBUTES, "materialize daily_aggregates (daily_job) first")
+    as_of = attributes_as_of(context, warehouse)
     try:
-        with claimed(context, warehouse, [ATTRIBUTES]) as claim:
-            return _attributes_output(context, warehouse, claim)
+        update, written = run_attributes_step(context, warehouse, as_of)
     except ItemLockedError as exc:
         context.log.info(f"{exc}: waiting for it, trying again in {LOCK_WAIT_SECONDS} s")
         raise RetryRequested(max_retries=LOCK_WAIT_RETRIES, seconds_to_wait=LOCK_WAIT_SECONDS) from exc
-
-
-def _daily_runs_in_progress(context: AssetExecutionContext, warehouse: WarehouseResource) -> set[str]:
-    """The daily runs that may still commit: those holding a daily_aggregates item the manifest's
-    lock rules do not count as abandoned (a run whose process died, or that Dagster reports
-    finished, holds nothing: its queue rows are consumed)."""
-    abandoned = abandoned_lock_check(context.instance, warehouse.settings.max_lock_age_hours)
-    return {state.open_lock.run_id for item, state in warehouse.manifest.unsettled_states().items()
-            if state.status is ItemStatus.LOCKED and split_item_id(item)[0] == DAILY_AGGREGATES
-            and abandoned(state.open_lock) is None}
-
-
-def _attributes_output(context: AssetExecutionContext, warehouse: WarehouseResource, claim) -> TableOutput:
-    as_of = attributes_as_of(context, warehouse)
-    running = _daily_runs_in_progress(context, warehouse)
-    update = attributes_update(warehouse, as_of, warehouse.settings.run_type, in_progress=running.__contains__)
-    after = [TableWrite(USERS_TO_REFRESH, None, "delete", key="append_id", keys=update.consumed)] \
-        if update.consumed else []
-    # The new attributes' states first (any rows a daily run wrote of them since they were
-    # declared are replaced). A crash before the table's commit leaves the table with the
-    # versions it held, so the next run computes the same states again.
-    before = [TableWrite(ATTRIBUTE_STATES, None, "delete", key="attribute", keys=update.backfilled),
-              TableWrite(ATTRIBUTE_STATES, update.backfill, "append",
-                         partition_by=TABLE_PARTITIONS[ATTRIBUTE_STATES])] \
-        if update.backfill is not None else []
     last_day = last_event_day(warehouse)
     context.log.info(f"attributes as of {as_of}: {update.how}")
     if update.new:
         context.log.info(f"declared attributes new to the table, computed for every user: "
                          f"{', '.join(d.name for d in update.new)}; states computed from every day for "
                          f"{len(update.backfilled)} state key(s) no attribute the table held reads")
-    # The queued users' rows are few after an hour (more after a backfill: the store then stages them).
-    return TableOutput(df=update.rows, claim=claim, write="overwrite" if update.full else None,
-                       keys=update.keys, before=before, after=after, small=not update.full,
-                       materialized=[update.backfill] if update.backfill is not None else [], metadata={
-                           **run_state_metadata(context, warehouse.settings),
-                           **settings_metadata(warehouse.settings),
-                           **schema_metadata(update.rows, {d.name: f"{d.describe()} (version {d.version})"
-                                                           + (f": {d.description}" if d.description else "")
-                                                           for d in update.declared}),
-                           "attributes_as_of": str(as_of), "run_type": warehouse.settings.run_type,
-                           "how": update.how, "last_event_day": str(last_day),
-                           **declared_metadata(update.declared),
-                           **as_of_warning(context, as_of, last_day)})
+    descriptions = {d.name: f"{d.describe()} (version {d.version})" + (f": {d.description}" if d.description else "")
+                    for d in update.declared}
+    return StepOutput(ATTRIBUTES, written[ATTRIBUTES], last=True, metadata={
+        **run_state_metadata(context, warehouse.settings), **settings_metadata(warehouse.settings),
+        **schema_metadata(update.rows, descriptions),
+        "attributes_as_of": str(as_of), "run_type": warehouse.settings.run_type,
+        "how": update.how, "last_event_day": str(last_day),
+        **declared_metadata(update.declared), **as_of_warning(context, as_of, last_day)})
 
 
 def declared_metadata(declared) -> dict:

@@ -22,7 +22,7 @@ def test_the_quarantined_sessions_preview_holds_no_user_or_session_id(spark):
         "domain_sessionid string, domain_userid string, user_id string, start_tstamp timestamp, "
         "end_tstamp timestamp, event_count long, quarantined_at timestamp")
 
-    preview = preview_metadata(quarantined)["preview"].value
+    preview = preview_metadata(quarantined.collect(), quarantined.schema)["preview"].value
     shown = [dict(record.data) for record in preview.records]
     assert len(shown) == 1 and shown[0]["event_count"] == 17  # the session is still shown
     held = {str(value) for row in shown for value in row.values()} | {c.name for c in preview.schema.columns}
