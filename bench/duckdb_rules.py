@@ -36,8 +36,8 @@ from incremental_assets.names import (
     QUARANTINED,
     REJECTED_EVENTS,
 )
-from incremental_assets.progress import first_load_hour
 from incremental_assets.sources.schema import ATOMIC_EVENTS_SCHEMA, LOAD_TIME_SQL, PARTITION_COLUMN, REQUIRED_COLUMNS
+from incremental_assets.state.progress import first_load_hour
 from incremental_assets.transforms.base_events import COPY_COLUMNS, MAX_FUTURE_SKEW_HOURS
 from incremental_assets.transforms.filtered_events import ROW_DIGEST, SESSION_FIELDS
 

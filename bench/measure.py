@@ -276,7 +276,7 @@ def dagster_time(instance, runs, writes: dict) -> dict:
 def maintained(spark, warehouse: Path, now: datetime) -> dict:
     """The product's table maintenance of `warehouse` at `now`, as its daily schedule runs it
     between a rebuild and the hours after it: what it rewrote and how long it took."""
-    from incremental_assets.maintenance import maintain_tables
+    from incremental_assets.operator.maintenance import maintain_tables
     from incremental_assets.settings import Settings
     from resources.tables.stores import table_store
 
@@ -292,7 +292,7 @@ def incremental_hours(spark, tables, pool: Path, source: Path, warehouse: Path, 
     """Maintain the warehouse as the night after its history would, then append one load hour at
     a time and time the run processing it; beside it, the plan's estimate of its hourly runs
     (`incremental-assets plan` just before)."""
-    from incremental_assets.plans import make_plan
+    from incremental_assets.operator.plans import make_plan
     from incremental_assets.runner import run_until
     from incremental_assets.settings import Settings
     from resources.tables import recording_scans

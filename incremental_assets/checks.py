@@ -45,7 +45,6 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
 )
 from pyspark.sql import functions as F
 
-from incremental_assets.ledger import rows_accounted_for
 from incremental_assets.names import (
     ATTRIBUTES,
     BASE_EVENTS,
@@ -58,8 +57,9 @@ from incremental_assets.names import (
 )
 from incremental_assets.partitions import daily_partitions, hourly_partitions
 from incremental_assets.planning.processing_manifest import ItemStatus
-from incremental_assets.progress import source_version_before
 from incremental_assets.sources.load_hours import source_columns
+from incremental_assets.state.day_ledger import rows_accounted_for
+from incremental_assets.state.progress import source_version_before
 from resources.manifest import lock_age
 from resources.manifest_items import unit_of
 from resources.warehouse import WarehouseResource
@@ -271,7 +271,5 @@ def source_columns_unchanged(context: AssetCheckExecutionContext, warehouse: War
         or f"same columns as version {before}, which the previous run read")]})
 
 
-DAILY_INVARIANT = daily_rows_accounted_for
-SOURCE_CHECK = source_columns_unchanged
 CHECKS = [source_columns_unchanged, sessions_end_after_start, daily_rows_accounted_for,
           no_stale_locks]

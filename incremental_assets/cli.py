@@ -67,8 +67,8 @@ def _progress_display(settings):
     """What a command that runs jobs shows while they run (`progress_display`): live on a
     terminal, plain lines elsewhere, its estimate from the hourly step's recorded cost."""
     from incremental_assets.planning.estimates import fit_step_cost
-    from incremental_assets.progress import recent_step_samples
     from incremental_assets.progress_display import progress_display
+    from incremental_assets.state.progress import recent_step_samples
     from resources.manifest import ManifestStore
 
     return progress_display(cost=fit_step_cost(recent_step_samples(ManifestStore.of(settings))))
@@ -122,7 +122,7 @@ def cmd_backfill(args) -> int:
 
 
 def cmd_limits(args) -> int:
-    from incremental_assets.operations import describe_limits
+    from incremental_assets.operator.operations import describe_limits
     from incremental_assets.settings import Settings
 
     print(describe_limits(Settings.load(), args.now or datetime.now(timezone.utc)))
@@ -130,7 +130,7 @@ def cmd_limits(args) -> int:
 
 
 def cmd_plan(args) -> int:
-    from incremental_assets import plans
+    from incremental_assets.operator import plans
     from incremental_assets.settings import Settings
 
     settings = Settings.load()
@@ -154,7 +154,7 @@ def cmd_apply(args) -> int:
 
 
 def cmd_manifest(args) -> int:
-    from incremental_assets import operations
+    from incremental_assets.operator import operations
     from incremental_assets.settings import Settings
 
     settings = Settings.load()
@@ -170,7 +170,7 @@ def cmd_manifest(args) -> int:
 
 
 def cmd_maintain(args) -> int:
-    from incremental_assets.maintenance import describe_scope, maintain_tables
+    from incremental_assets.operator.maintenance import describe_scope, maintain_tables
     from incremental_assets.settings import Settings
     from resources.spark import get_spark
     from resources.tables.stores import table_store
@@ -186,7 +186,7 @@ def cmd_maintain(args) -> int:
 
 
 def cmd_forget(args) -> int:
-    from incremental_assets import forget, plans
+    from incremental_assets.operator import apply, forget, plans
     from incremental_assets.runner import apply_erasure
     from incremental_assets.settings import Settings
     from incremental_assets.sources.reader import require_source
@@ -198,7 +198,7 @@ def cmd_forget(args) -> int:
     require_source(settings.source)
     tables = table_store(get_spark(), settings.warehouse_root, settings.table_engine, shared=settings.warehouse_shared)
     found = forget.find(settings, tables, ids)
-    plan = plans.plan_erasure(settings, args.until, tables, ids, found=found)
+    plan = apply.plan_erasure(settings, args.until, tables, ids, found=found)
     plans.record_plan(settings, plan, datetime.now(timezone.utc))
     print(plans.describe(plan, apply_hint=args.dry_run))
     if found.linked_domain_userids:

@@ -75,7 +75,7 @@ def main(argv=None) -> int:
     os.environ["INCREMENTAL_SOURCE_PATH"] = str(lake)
     _ensure_lake(lake, start=args.start, days=args.days, events=args.events, seed=args.seed)
 
-    from incremental_assets.operations import describe_limits
+    from incremental_assets.operator.operations import describe_limits
     from incremental_assets.runner import backfill, run_until
     from incremental_assets.settings import Settings
 

@@ -39,14 +39,6 @@ from dagster._core.remote_origin import (
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
 from incremental_assets.definitions import defs
-from incremental_assets.forget import complete_erasure, request_erasure
-from incremental_assets.ledger import (
-    days_loaded_between,
-    declared_attributes_changed,
-    plan_late_days,
-    skipped_event_days,
-    users_queued,
-)
 from incremental_assets.names import (
     APPLIED_PLAN_TAG,
     AS_OF_TAG,
@@ -64,20 +56,16 @@ from incremental_assets.names import (
     USER_TAG,
     WORKER_TAG,
 )
+from incremental_assets.operator.apply import erased_ids, plan_to_apply
+from incremental_assets.operator.forget import complete_erasure, request_erasure
+from incremental_assets.operator.plans import recorded_plan
 from incremental_assets.partition_bounds import last_event_day
 from incremental_assets.planning.hours import HOUR, contiguous_ranges, day_key, hour_keys, hours_between, ranges_within
 from incremental_assets.planning.late_days import LateDaysPlan, describe_waiting
 from incremental_assets.planning.plans import Plan
 from incremental_assets.planning.reconcile import split_ranges
 from incremental_assets.planning.run_limits import RunLimits
-from incremental_assets.plans import erased_ids, plan_to_apply, recorded_plan
 from incremental_assets.process_memory import keep_long_lived_out_of_collections, release_jvm_references
-from incremental_assets.progress import (
-    backfill_hours,
-    catch_up_tags,
-    fail_locked_days,
-    plan_next_run,
-)
 from incremental_assets.run_events import (
     ATTRIBUTES_STEP,
     DAILY_STEP,
@@ -88,6 +76,19 @@ from incremental_assets.run_events import (
 )
 from incremental_assets.settings import Settings
 from incremental_assets.sources.reader import require_source
+from incremental_assets.state.day_ledger import (
+    days_loaded_between,
+    declared_attributes_changed,
+    plan_late_days,
+    skipped_event_days,
+    users_queued,
+)
+from incremental_assets.state.progress import (
+    backfill_hours,
+    catch_up_tags,
+    fail_locked_days,
+    plan_next_run,
+)
 from resources.manifest import ManifestStore
 from resources.spark import get_spark
 from resources.tables import TableStore

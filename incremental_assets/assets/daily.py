@@ -28,11 +28,11 @@ from incremental_assets.assets.common import (
     settings_metadata,
     table_metadata,
 )
-from incremental_assets.daily_steps import DayFigures, last_event_day
 from incremental_assets.names import AS_OF_TAG, ATTRIBUTES, DAILY_AGGREGATES, FILTERED_EVENTS
 from incremental_assets.partitions import LOAD_SETTINGS, daily_partitions, filtered_hours_of_day, single_run
 from incremental_assets.planning.hours import day_key
 from incremental_assets.steps.daily import run_attributes_step, run_daily_step
+from incremental_assets.steps.daily_compute import DayFigures, last_event_day
 from resources.manifest import ItemLockedError
 from resources.manifest_io_manager import StepOutput
 from resources.warehouse import WarehouseResource

@@ -20,8 +20,6 @@ from incremental_assets.assets.common import (
     table_metadata,
 )
 from incremental_assets.checks import evaluation_events
-from incremental_assets.event_id_check import EVENT_ID_CHECK_SPECS, DuplicateEventIdsError, outcomes_by_check
-from incremental_assets.hourly_step import HourFigures
 from incremental_assets.names import (
     APP_IDS_TAG,
     APPLIED_PLAN_TAG,
@@ -34,11 +32,13 @@ from incremental_assets.names import (
     RUN_LIMITS_TAG,
     SOURCE_EVENTS,
 )
+from incremental_assets.operator.plans import record_observed_plan
 from incremental_assets.partitions import hourly_partitions, hours_per_run
 from incremental_assets.planning.app_units import split
 from incremental_assets.planning.hours import hour_key, hours_between
-from incremental_assets.plans import record_observed_plan
+from incremental_assets.steps.event_id_check import EVENT_ID_CHECK_SPECS, DuplicateEventIdsError, outcomes_by_check
 from incremental_assets.steps.hourly import HourlyOutcome, run_hourly_step
+from incremental_assets.steps.hourly_compute import HourFigures
 from resources.manifest_io_manager import StepOutput
 from resources.warehouse import WarehouseResource
 

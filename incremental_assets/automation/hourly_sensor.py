@@ -46,13 +46,13 @@ from incremental_assets.names import (
     SOURCE_EVENTS,
     SOURCE_VERSION_TAG,
 )
+from incremental_assets.operator.plans import due_plan
 from incremental_assets.partitions import LOAD_SETTINGS
 from incremental_assets.planning.hours import hour_key, hour_keys, hours_between
-from incremental_assets.plans import due_plan
 from incremental_assets.process_memory import keep_long_lived_out_of_collections
-from incremental_assets.progress import catch_up_tags, first_load_hour, plan_load_hours
 from incremental_assets.settings import parse_utc_datetime
 from incremental_assets.sources.load_hours import source_snapshot
+from incremental_assets.state.progress import catch_up_tags, first_load_hour, plan_load_hours
 from resources.manifest import abandoned_lock_check
 from resources.warehouse import WarehouseResource
 

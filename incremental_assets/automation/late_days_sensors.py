@@ -32,7 +32,6 @@ from deltalake import DeltaTable
 from incremental_assets.automation.hourly_sensor import HOURLY_KEYS, utc_now, work_in_progress
 from incremental_assets.automation.jobs import attributes_job, daily_job, hourly_job
 from incremental_assets.automation.status import SCHEDULE_STATUS, SENSOR_STATUS
-from incremental_assets.ledger import DailyLedger, plan_late_days
 from incremental_assets.names import (
     DAILY_AGGREGATES,
     PLAN_RUNS_TAG,
@@ -44,7 +43,8 @@ from incremental_assets.names import (
 )
 from incremental_assets.planning.hours import contiguous_ranges, day_key
 from incremental_assets.planning.late_days import describe_waiting
-from incremental_assets.progress import fail_locked_days
+from incremental_assets.state.day_ledger import DailyLedger, plan_late_days
+from incremental_assets.state.progress import fail_locked_days
 from resources.warehouse import WarehouseResource
 
 DAILY_KEYS = frozenset({AssetKey(DAILY_AGGREGATES)})

@@ -1,12 +1,12 @@
-"""The table maintenance job (incremental_assets.maintenance) and its daily schedule."""
+"""The table maintenance job (incremental_assets.operator.maintenance) and its daily schedule."""
 
 from datetime import datetime, timezone
 
 from dagster import OpExecutionContext, Output, ScheduleDefinition, job, op
 
 from incremental_assets.automation.status import SCHEDULE_STATUS
-from incremental_assets.maintenance import describe_scope, maintain_tables
 from incremental_assets.names import HOURLY_POOL, MAINTENANCE_JOB
+from incremental_assets.operator.maintenance import describe_scope, maintain_tables
 from resources.warehouse import WarehouseResource
 
 

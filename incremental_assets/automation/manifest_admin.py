@@ -6,7 +6,7 @@ from enum import Enum
 from dagster import Config, Failure, OpExecutionContext, job, op
 
 from incremental_assets.names import MANIFEST_ADMIN_JOB
-from incremental_assets.operations import resolve_item, skip_item
+from incremental_assets.operator.operations import resolve_item, skip_item
 from incremental_assets.planning.processing_manifest import ManifestError
 from resources.warehouse import WarehouseResource
 

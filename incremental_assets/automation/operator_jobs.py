@@ -32,7 +32,6 @@ from dagster import (
 from incremental_assets.automation.jobs import attributes_job, daily_job, hourly_job
 from incremental_assets.automation.plan_job import plan_observation
 from incremental_assets.automation.status import SENSOR_STATUS
-from incremental_assets.forget import complete_erasure, erased, find, request_erasure
 from incremental_assets.names import (
     APPLIED_PLAN_TAG,
     APPLY_JOB,
@@ -44,16 +43,10 @@ from incremental_assets.names import (
     RUN_LIMITS_TAG,
     RUN_STATE_TAG,
 )
+from incremental_assets.operator.apply import erased_ids, plan_erasure, plan_to_apply
+from incremental_assets.operator.forget import complete_erasure, erased, find, request_erasure
+from incremental_assets.operator.plans import PlanRefused, describe, record_plan, recorded_plan
 from incremental_assets.planning.plans import Plan, runs_to_launch
-from incremental_assets.plans import (
-    PlanRefused,
-    describe,
-    erased_ids,
-    plan_erasure,
-    plan_to_apply,
-    record_plan,
-    recorded_plan,
-)
 from incremental_assets.settings import parse_utc_datetime
 from incremental_assets.sources.reader import SourceError, require_source
 from resources.warehouse import WarehouseResource

@@ -11,8 +11,8 @@ from datetime import date, datetime, timezone
 from dagster import AssetObservation, Config, Failure, MetadataValue, OpExecutionContext, job, op
 
 from incremental_assets.names import PLAN_JOB, PLANS
+from incremental_assets.operator.plans import PLAN_JSON, as_json, describe, make_plan, record_plan
 from incremental_assets.planning.plans import Plan
-from incremental_assets.plans import PLAN_JSON, as_json, describe, make_plan, record_plan
 from incremental_assets.settings import parse_utc_datetime
 from resources.warehouse import WarehouseResource
 

@@ -8,7 +8,7 @@ digest of the source version, the settings and the closure. `apply` plans again 
 while the closure is the same and none of its hours changed in the source (a loader's commit
 elsewhere leaves a plan valid), and then runs the planned hours alone, so what runs is what was
 shown. Pure: the callers read the source's
-log, the ledgers and the manifest (`incremental_assets.plans`).
+log, the ledgers and the manifest (`incremental_assets.operator.plans`).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ DUE = "due"  # the trigger of what reconciliation finds due
 RESTATE = "restate"  # the trigger of a restatement: "restate FIRST..LAST"
 FORGET = "forget"  # the trigger of an erasure: "forget N id(s)"
 ERASED_HOUR = "holds erased ids"  # the reason of a processed hour run again only for an erasure
+SOURCE_ROWS = "source"  # an erasure's count of rows in the source, beside the tables' (the loader's to erase)
 
 
 @dataclass(frozen=True)

@@ -10,15 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, timedelta
 
-from incremental_assets.daily_steps import (
-    AttributesUpdate,
-    DailyResults,
-    DayFigures,
-    aggregate_days,
-    attributes_update,
-    figures_by_day,
-    users_to_refresh,
-)
 from incremental_assets.names import (
     ATTRIBUTE_STATES,
     ATTRIBUTES,
@@ -28,6 +19,15 @@ from incremental_assets.names import (
     USERS_TO_REFRESH,
 )
 from incremental_assets.planning.processing_manifest import ItemStatus
+from incremental_assets.steps.daily_compute import (
+    AttributesUpdate,
+    DailyResults,
+    DayFigures,
+    aggregate_days,
+    attributes_update,
+    figures_by_day,
+    users_to_refresh,
+)
 from resources.manifest import abandoned_lock_check
 from resources.manifest_io_manager import StepDeclaration, StepTransaction
 from resources.manifest_items import split_item_id

@@ -12,23 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from incremental_assets.event_id_check import (
-    DuplicateEventIdsError,
-    PendingWrite,
-    copies_once_written,
-    failures,
-)
-from incremental_assets.hourly_step import (
-    HourFigures,
-    HourlyResults,
-    catch_up_begun,
-    compute,
-    figures_by_hour,
-    filtered_counts,
-    hours_to_run_again,
-    processed_hours,
-    verdicts_of_maintenance,
-)
 from incremental_assets.names import (
     BASE_EVENTS,
     EVENT_COPIES,
@@ -46,9 +29,26 @@ from incremental_assets.names import (
 )
 from incremental_assets.planning.app_units import RecordedHour, joined
 from incremental_assets.planning.hours import hours_between
-from incremental_assets.progress import recorded_hours, unit_items_fail_locked
 from incremental_assets.sources.reader import require_source
-from incremental_assets.start_moved import remove_rows_before_start
+from incremental_assets.state.progress import recorded_hours, unit_items_fail_locked
+from incremental_assets.state.start_moved import remove_rows_before_start
+from incremental_assets.steps.event_id_check import (
+    DuplicateEventIdsError,
+    PendingWrite,
+    copies_once_written,
+    failures,
+)
+from incremental_assets.steps.hourly_compute import (
+    HourFigures,
+    HourlyResults,
+    catch_up_begun,
+    compute,
+    figures_by_hour,
+    filtered_counts,
+    hours_to_run_again,
+    processed_hours,
+    verdicts_of_maintenance,
+)
 from resources.manifest_io_manager import StepDeclaration, StepTransaction
 from resources.materialized import release
 from resources.tables import RowRange, WriteResult, rows_collected_at_most

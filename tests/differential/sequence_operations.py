@@ -150,7 +150,7 @@ def recreate(spark, lake: Lake, staging) -> None:
 
 
 def resolve_all(prefix: str = "base_events/") -> None:
-    from incremental_assets.operations import resolve_item
+    from incremental_assets.operator.operations import resolve_item
     from incremental_assets.planning.processing_manifest import ItemStatus
     from incremental_assets.settings import Settings
     from resources.manifest import ManifestStore
@@ -163,7 +163,7 @@ def resolve_all(prefix: str = "base_events/") -> None:
 def fail_then(operation: str, data, *, monkeypatch, instance, lake: Lake, loaded, t: dt.datetime) -> None:
     """A run fails on a load hour, then the operator resolves its items, or skips the hour."""
     from incremental_assets.assets import hourly as hourly_asset
-    from incremental_assets.operations import skip_item
+    from incremental_assets.operator.operations import skip_item
     from incremental_assets.settings import Settings
 
     hour = data.draw(st.sampled_from(loaded), label="failing hour")
@@ -198,7 +198,7 @@ def change_app_ids(data, *, monkeypatch, instance, lake: Lake, t: dt.datetime, f
 
 def skip_a_day(data, lake: Lake) -> None:
     """`manifest skip daily_aggregates/D` on a day the last run built: it keeps that build's rows."""
-    from incremental_assets.operations import skip_item
+    from incremental_assets.operator.operations import skip_item
     from incremental_assets.settings import Settings
 
     filtered = lake.filtered()
@@ -213,7 +213,8 @@ def skip_a_day(data, lake: Lake) -> None:
 def apply_after_a_commit(spark, data, *, instance, lake: Lake, t: dt.datetime) -> None:
     """A plan made and recorded, a source commit, then the plan applied: run as planned, or
     refused when the commit moved what it planned."""
-    from incremental_assets import plans, runner
+    from incremental_assets import runner
+    from incremental_assets.operator import plans
     from incremental_assets.settings import Settings
 
     settings = Settings.load()
@@ -246,7 +247,7 @@ def narrow_filter(monkeypatch, lake: Lake) -> None:
 
 
 def erase(data, *, spark, instance, lake: Lake, t: dt.datetime) -> None:
-    from incremental_assets import forget
+    from incremental_assets.operator import forget
     from incremental_assets.settings import Settings
     from resources.tables.stores import table_store
 

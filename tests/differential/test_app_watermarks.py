@@ -15,11 +15,11 @@ from dagster import AssetKey
 from incremental_assets import runner
 from incremental_assets.assets import hourly as hourly_asset
 from incremental_assets.names import APP_IDS_TAG, PRIORITY_TAG
-from incremental_assets.operations import describe_limits, resolve_item
+from incremental_assets.operator.operations import describe_limits, resolve_item
 from incremental_assets.planning.hours import parse_hour_key
 from incremental_assets.planning.processing_manifest import ItemStatus
-from incremental_assets.progress import plan_next_run
 from incremental_assets.settings import Settings
+from incremental_assets.state.progress import plan_next_run
 from resources.manifest import ManifestStore
 from tests.differential import hostile, reference
 from tests.differential.hostile import at

@@ -152,7 +152,7 @@ def fail_locked_hour_items() -> list[str]:
 
 def failing_for(hour: dt.datetime):
     """hourly_step.compute that raises for a window holding `hour` (a transient failure)."""
-    from incremental_assets import hourly_step
+    from incremental_assets.steps import hourly_compute as hourly_step
 
     real = hourly_step.compute
 
@@ -168,7 +168,7 @@ def test_hour_by_hour_with_operations_equals_a_rebuild_and_the_documented_rules(
                                                                                   monkeypatch):
     from incremental_assets import runner
     from incremental_assets.assets import hourly as hourly_asset
-    from incremental_assets.operations import resolve_item, skip_item
+    from incremental_assets.operator.operations import resolve_item, skip_item
     from incremental_assets.settings import Settings
 
     source = Source(str(tmp_path / "events"), [build() for build in hostile.BUILDERS])

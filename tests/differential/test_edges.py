@@ -174,8 +174,8 @@ def test_a_lake_written_before_row_digests_is_not_rebuilt_on_every_run(spark, in
     from deltalake import write_deltalake
 
     from incremental_assets import runner
-    from incremental_assets.ledger import DailyLedger
     from incremental_assets.settings import Settings
+    from incremental_assets.state.day_ledger import DailyLedger
     from incremental_assets.transforms.filtered_events import ROW_DIGEST
     from tests.delta_reads import read_table
 
@@ -234,7 +234,7 @@ def test_an_hour_skipped_after_a_failed_run_wrote_part_of_it_leaves_nothing_of_i
     failed at its counts. Skipping the hour must undo all of it, as if it never held a row."""
     from incremental_assets import runner
     from incremental_assets.assets import hourly as hourly_asset
-    from incremental_assets.operations import resolve_item, skip_item
+    from incremental_assets.operator.operations import resolve_item, skip_item
     from incremental_assets.settings import Settings
     from tests.differential.test_differential import fail_locked_hour_items, hour_item
 
@@ -279,7 +279,7 @@ def test_an_hour_skipped_while_its_run_writes_its_ledger_runs_again_as_empty(spa
     skip, or it never runs again as empty and its rows stay."""
     from incremental_assets import runner
     from incremental_assets.assets import hourly as hourly_asset
-    from incremental_assets.operations import skip_item
+    from incremental_assets.operator.operations import skip_item
     from incremental_assets.settings import Settings
     from tests.differential.test_differential import hour_item
 
@@ -321,7 +321,7 @@ def test_a_start_date_moved_later_leaves_nothing_from_before_it(spark, instance,
     import dataclasses
 
     from incremental_assets import runner
-    from incremental_assets.operations import describe_limits
+    from incremental_assets.operator.operations import describe_limits
     from incremental_assets.settings import Settings
 
     c0 = hostile.event(at(0, 9), event_id="start-dominance-1", session="m-s1", user="m-u1")

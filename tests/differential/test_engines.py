@@ -68,7 +68,8 @@ def test_a_spark_written_source_with_deletion_vectors_hides_the_deleted_rows(spa
     """Rows deleted by deletion vector before they are processed are never read; a user erased
     from the source by deletion vector after processing (no file path, size or
     row count changes) re-runs the hours that held them and leaves no trace in any table."""
-    from incremental_assets import plans, runner
+    from incremental_assets import runner
+    from incremental_assets.operator import plans
     from incremental_assets.settings import Settings
 
     rows = [row for build in hostile.BUILDERS for row in build()]

@@ -60,11 +60,13 @@ def data_files_holding(warehouse: Path) -> list[str]:
 
 
 def test_forget_removes_users_from_every_table_and_keeps_them_out(spark, instance, tmp_path, monkeypatch, capsys):
-    from incremental_assets import cli, erasure, forget, plans, runner
-    from incremental_assets.maintenance import maintain_tables
-    from incremental_assets.operations import describe_limits
-    from incremental_assets.planning.plans import ERASED_HOUR
+    from incremental_assets import cli, runner
+    from incremental_assets.operator import apply, forget, plans
+    from incremental_assets.operator.maintenance import maintain_tables
+    from incremental_assets.operator.operations import describe_limits
+    from incremental_assets.planning.plans import ERASED_HOUR, SOURCE_ROWS
     from incremental_assets.settings import Settings
+    from incremental_assets.state import erasure_requests as erasure
     from resources.tables.stores import table_store
 
     rows = hostile.midnight_sessions() + hostile.login_later() + hostile.invalid_rows()
@@ -82,13 +84,13 @@ def test_forget_removes_users_from_every_table_and_keeps_them_out(spark, instanc
     for name in ("base_events", "filtered_events", "sessions_lifecycle_manifest", "rejected_events",
                  "daily_aggregates", "attributes"):
         assert found.rows[name] == rows_holding(warehouse, name) > 0, name
-    assert found.rows[forget.SOURCE] == sum(map(holds_an_erased_id, [r for r in rows if reference.load_time(r)]))
+    assert found.rows[SOURCE_ROWS] == sum(map(holds_an_erased_id, [r for r in rows if reference.load_time(r)]))
     assert found.load_hours and all(h.minute == 0 and h < at(3) for h in found.load_hours)
     assert found.linked_domain_userids == ("d-u2",)  # bob's device: its other rows stay
 
     # The erasure's plan: the processed hours holding the ids, the rows per table, the days of
     # their sessions. An erased user's event landing after it (a source commit) refuses it.
-    planned = plans.plan_erasure(settings, at(3, 1), tables, ids)
+    planned = apply.plan_erasure(settings, at(3, 1), tables, ids)
     assert planned.trigger == "forget 3 id(s)" and planned.erasure.rows == tuple(sorted(found.rows.items()))
     assert {h.hour for h in planned.hours if h.reason == ERASED_HOUR} == set(found.load_hours)
     assert {d.day for d in planned.days} == set(found.event_days) and found.sessions > 0
@@ -100,7 +102,7 @@ def test_forget_removes_users_from_every_table_and_keeps_them_out(spark, instanc
         runner.apply_plan(settings, planned.plan_id, instance=instance, echo=quiet)
 
     # Planned again and applied: it runs exactly the hours listed.
-    plan = plans.plan_erasure(settings, at(3, 1), tables, ids)
+    plan = apply.plan_erasure(settings, at(3, 1), tables, ids)
     plans.record_plan(settings, plan, at(3, 1))
     report = runner.apply_plan(settings, plan.plan_id, instance=instance, echo=quiet)
     assert report.success, (report.runs, report.refused)

@@ -53,9 +53,10 @@ def test_hours_only_compaction_changed_are_recorded_so_the_logs_clean_up_runs_no
     """Once a run verified that compaction alone rewrote processed hours, the ledger says what
     they are processed from now: no tick reads those commits again, and removing them from the
     log (its clean-up, after a checkpoint) makes no hour due."""
-    from incremental_assets import progress, runner
+    from incremental_assets import runner
     from incremental_assets.names import HOUR_LEDGER
     from incremental_assets.settings import Settings
+    from incremental_assets.state import progress
     from resources.tables import read_delta_arrow
 
     source = str(tmp_path / "events")

@@ -25,8 +25,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.long]
 
 
 def plan_at(now):
-    from incremental_assets.progress import plan_next_run
     from incremental_assets.settings import Settings
+    from incremental_assets.state.progress import plan_next_run
     from resources.manifest import ManifestStore
 
     settings = Settings.load()

@@ -75,8 +75,9 @@ def tables_holding(tables: dict[str, list[dict]], texts) -> dict[str, list[str]]
 
 def test_forget_then_a_moved_start_leave_nothing_behind_in_any_table(spark, instance, tmp_path, monkeypatch):
     """One lake (a first run spared): forget, the next hour, then the start moved later."""
-    from incremental_assets import forget, plans, runner
-    from incremental_assets.operations import skip_item
+    from incremental_assets import runner
+    from incremental_assets.operator import apply, forget, plans
+    from incremental_assets.operator.operations import skip_item
     from incremental_assets.settings import Settings
     from resources.tables.stores import table_store
 
@@ -95,7 +96,7 @@ def test_forget_then_a_moved_start_leave_nothing_behind_in_any_table(spark, inst
     skip_item(settings, f"daily_aggregates/{at(0):%Y-%m-%d}", note="a day held back", now=at(4, 1, 30))
     tables = table_store(spark, settings.warehouse_root, settings.table_engine)
     ids = forget.erased([("domain_userid", ERASED_DEVICE), ("user_id", ERASED_LOGIN)])
-    plan = plans.plan_erasure(settings, at(4, 2), tables, ids)
+    plan = apply.plan_erasure(settings, at(4, 2), tables, ids)
     plans.record_plan(settings, plan, at(4, 2))
     report = runner.apply_erasure(settings, plan, tables, instance=instance, echo=quiet, now=at(4, 2))
     assert all(run.success for run in report.runs), report.runs

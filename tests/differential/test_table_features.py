@@ -96,7 +96,7 @@ def _land(spark, path: str, rows: list[dict], feature: Feature, staging, first: 
 
 
 def _due_hours(t: dt.datetime) -> list[dt.datetime]:
-    from incremental_assets import plans
+    from incremental_assets.operator import plans
     from incremental_assets.settings import Settings
 
     return [planned.hour for planned in plans.make_plan(Settings.load(), t).hours]

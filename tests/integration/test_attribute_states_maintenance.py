@@ -8,8 +8,8 @@ import datetime as dt
 
 import pytest
 
-from incremental_assets.maintenance import drop_undeclared_states
 from incremental_assets.names import ATTRIBUTE_STATES, ATTRIBUTES
+from incremental_assets.operator.maintenance import drop_undeclared_states
 from incremental_assets.planning.attribute_declarations import VERSIONS_COLUMN, declarations
 from incremental_assets.planning.default_attributes import recorded_versions
 from incremental_assets.settings import Settings

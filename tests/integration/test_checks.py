@@ -14,8 +14,9 @@ import pytest
 from dagster import AssetCheckSeverity, AssetSelection, AssetSpec, materialize
 from deltalake import DeltaTable, write_deltalake
 
-from incremental_assets import checks, event_id_check
+from incremental_assets import checks
 from incremental_assets.planning.processing_manifest import State
+from incremental_assets.steps import event_id_check
 from resources.manifest import ManifestStore
 from resources.manifest_items import item_id
 from resources.spark import SparkResource

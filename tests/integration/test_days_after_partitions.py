@@ -12,9 +12,9 @@ from dagster import instance_for_test
 from deltalake import write_deltalake
 
 from incremental_assets import runner
-from incremental_assets.ledger import rows_accounted_for
 from incremental_assets.names import FILTERED_COUNTS
 from incremental_assets.settings import Settings
+from incremental_assets.state.day_ledger import rows_accounted_for
 from tests.integration.test_skipped_days import late_days_tick, ranges
 
 TODAY, TOMORROW = dt.date(2026, 1, 7), dt.date(2026, 1, 8)

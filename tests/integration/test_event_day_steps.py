@@ -13,8 +13,9 @@ from datetime import timedelta
 
 import pytest
 
-from incremental_assets.daily_steps import aggregate_days, attributes_update, queued
 from incremental_assets.names import ATTRIBUTES, DAILY_AGGREGATES, FILTERED_EVENTS, USERS_TO_REFRESH
+from incremental_assets.state.users_to_refresh import queued
+from incremental_assets.steps.daily_compute import aggregate_days, attributes_update
 from incremental_assets.transforms.daily_aggregates import daily_aggregates
 from incremental_assets.transforms.filtered_events import filtered_events
 from incremental_assets.transforms.sessions import session_lifecycle

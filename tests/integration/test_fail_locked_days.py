@@ -100,7 +100,7 @@ def test_a_failed_daily_range_leaves_the_other_ranges_and_attributes_running(mon
 
 
 def test_limits_shows_the_locked_day_waiting_alone_in_daily_aggregates_own_progress(settings, monkeypatch):
-    from incremental_assets import operations
+    from incremental_assets.operator import operations
 
     monkeypatch.setattr(operations, "late_days", lambda *_: (LateDaysPlan(days=DAYS, skipped={}), {}))
     text = operations.describe_limits(settings, dt.datetime(2026, 1, 9, tzinfo=dt.timezone.utc))

@@ -12,8 +12,8 @@ from dagster import DagsterInstance
 from deltalake import DeltaTable, write_deltalake
 
 from incremental_assets import cli
-from incremental_assets.maintenance import maintain_tables, recent_partitions_from
 from incremental_assets.names import ALL_TABLES, BASE_EVENTS, FILTERED_EVENTS, MAINTENANCE_JOB, PROCESSING_MANIFEST
+from incremental_assets.operator.maintenance import maintain_tables, recent_partitions_from
 from incremental_assets.settings import Settings
 from resources.tables.interface import MaintenanceResult
 from resources.tables.stores import table_store

@@ -228,7 +228,7 @@ def test_a_run_of_thirty_thousand_items_claims_and_closes(store):
 
 
 def test_the_cost_models_samples_come_from_the_last_runs_alone_and_equal_those_of_every_record(store):
-    from incremental_assets.progress import COST_SAMPLES, hourly_step_samples, recent_step_samples
+    from incremental_assets.state.progress import COST_SAMPLES, hourly_step_samples, recent_step_samples
 
     # More hourly steps than the cost model looks at, every fifth one failing, and other
     # assets' records between them (a daily run's, last of all).

@@ -9,11 +9,12 @@ from datetime import date, datetime, timezone
 import pytest
 from dagster import DagsterInstance
 
-from incremental_assets import cli, plans
+from incremental_assets import cli
 from incremental_assets.names import BASE_EVENTS
+from incremental_assets.operator import plans
 from incremental_assets.planning.processing_manifest import ItemStatus, State
 from incremental_assets.settings import Settings
-from incremental_assets.skipped_hours import skipped_hours
+from incremental_assets.state.skipped_hours import skipped_hours
 from resources.manifest import ManifestStore
 from resources.manifest_items import item_id
 from tests.delta_reads import read_table

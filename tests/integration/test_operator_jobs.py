@@ -7,10 +7,10 @@ from datetime import datetime, timedelta, timezone
 
 from dagster import DagsterEventType, build_run_status_sensor_context
 
-from incremental_assets import plans
 from incremental_assets.automation.operator_jobs import apply_plan_sensor
 from incremental_assets.definitions import defs, warehouse
 from incremental_assets.names import APPLIED_PLAN_TAG, RANGE_END_TAG, RANGE_START_TAG
+from incremental_assets.operator import plans
 from incremental_assets.settings import Settings
 from tests.integration.test_sensors import add_loads
 

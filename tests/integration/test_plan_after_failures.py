@@ -9,9 +9,9 @@ from deltalake import write_deltalake
 
 from incremental_assets.names import HOUR_LEDGER
 from incremental_assets.planning.processing_manifest import State
-from incremental_assets.progress import plan_load_hours
 from incremental_assets.settings import Settings
 from incremental_assets.sources.load_hours import SourceSnapshot
+from incremental_assets.state.progress import plan_load_hours
 from resources.manifest import ManifestStore
 from resources.manifest_items import item_id
 

@@ -10,13 +10,14 @@ from collections import Counter
 import pytest
 from dagster import DagsterInstance
 
-from incremental_assets import cli, plans, runner
+from incremental_assets import cli, runner
 from incremental_assets.names import APPLIED_PLAN_TAG, ATTRIBUTES, BASE_EVENTS, HOUR_LEDGER
+from incremental_assets.operator import apply, plans
 from incremental_assets.planning.default_attributes import DEFAULT_ATTRIBUTES
 from incremental_assets.planning.processing_manifest import State
-from incremental_assets.progress import current_snapshot
 from incremental_assets.progress_display import PlainDisplay, RunTally
 from incremental_assets.settings import Settings
+from incremental_assets.state.progress import current_snapshot
 from resources.manifest import ManifestStore
 from tests.delta_reads import read_table
 from tests.differential import hostile, reference
@@ -179,7 +180,7 @@ def test_apply_runs_the_plans_hours_alone_and_is_not_refused_by_commits_that_lea
     # A commit of rows loaded after the plan's time: no planned hour changed, the plan is applied.
     hostile.write_source(source, [hostile.event(at(1, 7, 10), session="c")])
     # Another lands in a closed hour the plan does not hold, right after apply checked the plan.
-    checked = plans.plan_to_apply
+    checked = apply.plan_to_apply
 
     def check_then_commit(*args, **kwargs):
         planned = checked(*args, **kwargs)

@@ -17,7 +17,6 @@ from dagster import DagsterEventType, DagsterRunStatus, build_sensor_context
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 from deltalake import DeltaTable, write_deltalake
 
-from incremental_assets import plans
 from incremental_assets.automation import hourly_sensor, late_days_sensors
 from incremental_assets.definitions import defs, warehouse
 from incremental_assets.names import (
@@ -31,6 +30,7 @@ from incremental_assets.names import (
     RANGE_END_TAG,
     RANGE_START_TAG,
 )
+from incremental_assets.operator import plans
 from incremental_assets.planning.processing_manifest import State
 from incremental_assets.settings import Settings
 from incremental_assets.sources.load_hours import file_hours, holds_no_load_time, source_snapshot
@@ -424,8 +424,8 @@ def sensor_tick(sensor, instance, cursor=None):
 @pytest.mark.spark
 @pytest.mark.slow
 def test_sensors_drive_the_jobs_hour_by_hour(env, monkeypatch, generated_events):
-    from incremental_assets.ledger import rows_accounted_for, unaccounted
     from incremental_assets.planning.hours import contiguous_ranges
+    from incremental_assets.state.day_ledger import rows_accounted_for, unaccounted
 
     source, instance = env
     monkeypatch.setenv("INCREMENTAL_ATTRIBUTES_AS_OF", "2026-01-06")

@@ -14,9 +14,9 @@ from incremental_assets import runner
 from incremental_assets.automation import late_days_sensors
 from incremental_assets.automation.hourly_sensor import SENSOR_CLOCK_ENV
 from incremental_assets.definitions import warehouse
-from incremental_assets.ledger import DailyLedger, rows_accounted_for
 from incremental_assets.names import DAY_LEDGER, FILTERED_COUNTS, RANGE_END_TAG, RANGE_START_TAG
-from incremental_assets.operations import skip_item
+from incremental_assets.operator.operations import skip_item
+from incremental_assets.state.day_ledger import DailyLedger, rows_accounted_for
 from resources.manifest_items import item_id
 
 SKIPPED = dt.date(2026, 1, 6)

@@ -243,7 +243,7 @@ def test_replace_range_with_empty_df_creates_an_empty_table(store, spark):
 
 
 def test_an_empty_replace_with_an_open_start_deletes_everything_before_the_end(store, spark):
-    # What a start_date moved later removes (incremental_assets/start_moved.py): every row
+    # What a start_date moved later removes (incremental_assets/state/start_moved.py): every row
     # before the start, on a partition column and on a column that is not one.
     store.append("t", events(spark, (utc(4, 1), 1), (utc(5, 23), 2)), partition_by=["event_date"])
     store.append("t", events(spark, (utc(6, 0), 3), (utc(7, 1), 4)))

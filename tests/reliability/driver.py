@@ -36,7 +36,7 @@ def kill_in_spark_job() -> None:
     """Every source read of base_events gets a filter whose Python UDF kills this driver."""
     from pyspark.sql import functions as F
 
-    import incremental_assets.hourly_step as hourly
+    import incremental_assets.steps.hourly_compute as hourly
 
     driver_pid = os.getpid()
 
@@ -97,7 +97,7 @@ def kill_in_delta_commit(table: str) -> None:
 
 def kill_in_pending_write() -> None:
     """The daily ledger's pending counts are written, then taken back, and the process dies."""
-    import incremental_assets.ledger as ledger
+    import incremental_assets.state.day_ledger as ledger
     from incremental_assets.names import DAY_LEDGER
     from incremental_assets.settings import Settings
 
@@ -131,7 +131,7 @@ def kill_in_manifest_commit() -> None:
 
 def slow_hourly_step(seconds: float) -> None:
     """The hourly step holds its claim for `seconds` before it computes (a long computation)."""
-    import incremental_assets.hourly_step as hourly
+    import incremental_assets.steps.hourly_compute as hourly
 
     real_validate = hourly.validate
 

@@ -167,7 +167,7 @@ def test_a_killed_run_is_recovered_by_the_next_run_without_an_operator(
     locked = {item: s for item, s in manifest.states().items() if s.status is ItemStatus.LOCKED}
     assert {item.split("/")[0] for item in locked} == kill.locked, locked
     with pytest.MonkeyPatch.context() as mp:
-        from incremental_assets.operations import describe_limits
+        from incremental_assets.operator.operations import describe_limits
         from incremental_assets.settings import Settings
 
         use_settings(mp, lake, warehouse, **kill.settings)

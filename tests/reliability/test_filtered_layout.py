@@ -26,8 +26,8 @@ def shuffled_copy(spark, lake: str, out) -> str:
 
 
 def test_filtered_rows_reach_the_write_in_load_time_order(spark, lake, tmp_path, monkeypatch):
-    from incremental_assets.assets import hourly
-    from incremental_assets.hourly_step import compute
+    from incremental_assets.steps import hourly
+    from incremental_assets.steps.hourly_compute import compute
 
     partitions = []
 

@@ -21,7 +21,7 @@ def plans_reading_stored_events(lake, after_first_run, tmp_path, monkeypatch) ->
     the first run's)."""
     from pyspark.sql import SparkSession
 
-    from incremental_assets import hourly_step
+    from incremental_assets.steps import hourly_compute as hourly_step
     from resources.materialized import MaterializedSets
 
     plans = []
@@ -56,7 +56,7 @@ def test_an_hours_sessions_are_broadcast_to_the_stored_events(lake, after_first_
 
 
 def test_many_sessions_are_joined_as_spark_chooses(lake, after_first_run, tmp_path, monkeypatch):
-    from incremental_assets import hourly_step
+    from incremental_assets.steps import hourly_compute as hourly_step
 
     monkeypatch.setattr(hourly_step, "BROADCAST_KEYS_MAX_ROWS", -1)  # every count is over it
     plans = plans_reading_stored_events(lake, after_first_run, tmp_path, monkeypatch)
@@ -69,8 +69,8 @@ def test_many_sessions_are_joined_as_spark_chooses(lake, after_first_run, tmp_pa
                                                           ("50000000", -1, True)])
 def test_the_check_broadcasts_a_big_windows_ids_only_when_counted_few(lake, after_first_run, tmp_path, monkeypatch,
                                                                      values_max, bound, broadcast):
-    from incremental_assets import hourly_step
-    from incremental_assets.assets import hourly
+    from incremental_assets.steps import hourly
+    from incremental_assets.steps import hourly_compute as hourly_step
 
     decided = []
 

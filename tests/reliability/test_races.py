@@ -43,7 +43,7 @@ def slow_hourly_step(monkeypatch):
     """In this process, the hourly step holds its claim HOLD_SECONDS before computing."""
     import time
 
-    import incremental_assets.hourly_step as hourly
+    import incremental_assets.steps.hourly_compute as hourly
 
     real = hourly.validate
 

@@ -23,8 +23,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 def test_a_commit_conflict_retries_the_step_and_the_run_succeeds(lake, tmp_path, monkeypatch):
-    from incremental_assets.assets import hourly
-    from incremental_assets.hourly_step import compute
+    from incremental_assets.steps import hourly
+    from incremental_assets.steps.hourly_compute import compute
 
     attempts = []
 
@@ -48,8 +48,8 @@ def test_materialized_rows_lost_mid_write_retry_the_step_and_the_tables_are_righ
         lake, after_first_run, second_run_tables, tmp_path, monkeypatch):
     """The executor holding the step's filtered rows dies after base_events, the sessions and
     the state tables are written: the last write fails, the step runs again from the tables."""
-    from incremental_assets.assets import hourly
-    from incremental_assets.hourly_step import compute
+    from incremental_assets.steps import hourly
+    from incremental_assets.steps.hourly_compute import compute
     from resources.materialized import release
 
     attempts = []

@@ -119,7 +119,7 @@ def test_files_vacuumed_under_a_running_step_fail_it_saying_what_to_do_and_the_r
         spark, tmp_path, monkeypatch):
     from dagster import DagsterEventType, DagsterInstance
 
-    import incremental_assets.hourly_step as hourly
+    import incremental_assets.steps.hourly_compute as hourly
 
     source, warehouse = tmp_path / "lake", tmp_path / "warehouse"
     everything = write_source(spark, source, hours=[0, 1])

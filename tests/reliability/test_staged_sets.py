@@ -54,7 +54,7 @@ def test_sets_held_as_files_give_the_same_tables_and_are_removed(lake, after_fir
 
 def test_a_step_failing_after_its_sets_were_written_removes_them(lake, after_first_run, tmp_path, monkeypatch,
                                                                  sets_as_files):
-    from incremental_assets import hourly_step
+    from incremental_assets.steps import hourly_compute as hourly_step
 
     def failing(*args, **kwargs):  # runs once the filtered rows are materialized
         raise RuntimeError("the step failed after its sets were written")

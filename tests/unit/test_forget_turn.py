@@ -4,8 +4,8 @@ run-again ledger rows and record those hours as processed with the other apps' r
 
 from datetime import datetime, timezone
 
-from incremental_assets import forget
 from incremental_assets.names import HOUR_LEDGER, HOURLY_TURN
+from incremental_assets.operator import forget
 from incremental_assets.planning.processing_manifest import ItemStatus
 from incremental_assets.planning.reconcile import RUN_AGAIN
 from incremental_assets.settings import Settings

@@ -3,6 +3,7 @@ pyproject.toml (docs/ARCHITECTURE.md, "Layers"). Each runs the tool as a user wo
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -21,7 +22,8 @@ def test_ruff_finds_nothing():
 def test_the_layer_contracts_are_kept():
     done = run(str(BIN / "lint-imports"))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr
-    assert "6 kept, 0 broken" in done.stdout
+    contracts = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    assert f"{len(contracts)} kept, 0 broken" in done.stdout
 
 
 def test_dagster_dg_loads_the_definitions(tmp_path):

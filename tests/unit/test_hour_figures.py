@@ -4,7 +4,7 @@ checked against counts made here in Python from the same rows."""
 from collections import Counter
 from datetime import date, datetime, timedelta, timezone
 
-from incremental_assets.hourly_step import HourFigures, figures_by_hour
+from incremental_assets.steps.hourly_compute import HourFigures, figures_by_hour
 
 START = datetime(2026, 1, 5, 10, tzinfo=timezone.utc)
 END = START + timedelta(hours=3)

@@ -11,9 +11,9 @@ import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
 from incremental_assets.names import HOUR_LEDGER
-from incremental_assets.progress import plan_next_run
 from incremental_assets.settings import Settings
 from incremental_assets.sources.load_hours import source_snapshot
+from incremental_assets.state.progress import plan_next_run
 from resources.manifest import ManifestStore
 from tests.differential import hostile
 from tests.differential.hostile import at

@@ -19,7 +19,7 @@ def modules_loaded_by(*modules: str) -> set[str]:
 
 @pytest.mark.parametrize("modules", [
     ("resources.tables",),
-    ("incremental_assets.cli", "incremental_assets.operations", "incremental_assets.settings"),
+    ("incremental_assets.cli", "incremental_assets.operator.operations", "incremental_assets.settings"),
 ])
 def test_a_planning_process_starts_without_pandas(modules):
     loaded = modules_loaded_by(*modules)

@@ -5,7 +5,7 @@ from datetime import timedelta
 
 from incremental_assets.planning.estimates import StepSample
 from incremental_assets.planning.processing_manifest import Record, State
-from incremental_assets.progress import hourly_step_samples
+from incremental_assets.state.progress import hourly_step_samples
 from tests.helpers import utc
 
 T0 = utc(2026, 1, 5, 12)

@@ -2,7 +2,7 @@
 items for every app stay free when the catch-up of some apps fails."""
 import pytest
 
-from incremental_assets.operations import _step_items, skip_item
+from incremental_assets.operator.operations import _step_items, skip_item
 from incremental_assets.planning.processing_manifest import ManifestError
 from resources.manifest_items import item_id, split_item_id, unit_of
 

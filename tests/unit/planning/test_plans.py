@@ -4,6 +4,7 @@ import json
 from dataclasses import replace
 from datetime import date, datetime, timedelta, timezone
 
+from incremental_assets.operator.plans import as_json, from_json
 from incremental_assets.planning.hours import ranges_within
 from incremental_assets.planning.plans import (
     ERASED_HOUR,
@@ -18,7 +19,6 @@ from incremental_assets.planning.plans import (
     why_plan_moved,
     widened_days,
 )
-from incremental_assets.plans import as_json, from_json
 
 H0 = datetime(2026, 3, 2, 22, tzinfo=timezone.utc)
 HOUR = timedelta(hours=1)

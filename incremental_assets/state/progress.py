@@ -52,8 +52,8 @@ from incremental_assets.planning.reconcile import (
 )
 from incremental_assets.planning.run_limits import RunLimits, RunState
 from incremental_assets.settings import Settings
-from incremental_assets.skipped_hours import skipped_hours
 from incremental_assets.sources.load_hours import SourceSnapshot, hours_changed_by_commits, source_snapshot
+from incremental_assets.state.skipped_hours import skipped_hours
 from resources.manifest import ManifestStore, abandoned_lock_check
 from resources.manifest_items import split_item_id, unit_of
 from resources.tables import read_delta_arrow, utc_datetimes

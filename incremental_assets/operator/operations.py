@@ -4,27 +4,27 @@ skip. Nothing here starts Spark."""
 
 from datetime import datetime, time, timezone
 
-from incremental_assets.erasure import open_requests, request_records
-from incremental_assets.ledger import (
+from incremental_assets.names import ATTRIBUTES, DAILY_AGGREGATES, HOURLY_ASSETS
+from incremental_assets.planning.estimates import describe_duration, estimated_seconds, fit_step_cost, runs_for
+from incremental_assets.planning.hours import parse_hour_key
+from incremental_assets.planning.late_days import describe_waiting
+from incremental_assets.planning.processing_manifest import PROBLEM_STATUSES, ItemStatus, ManifestError, State
+from incremental_assets.settings import Settings
+from incremental_assets.state.day_ledger import (
     DailyLedger,
     declared_attributes_changed,
     late_days,
     recorded_attribute_keys,
     users_queued,
 )
-from incremental_assets.names import ATTRIBUTES, DAILY_AGGREGATES, HOURLY_ASSETS
-from incremental_assets.planning.estimates import describe_duration, estimated_seconds, fit_step_cost, runs_for
-from incremental_assets.planning.hours import parse_hour_key
-from incremental_assets.planning.late_days import describe_waiting
-from incremental_assets.planning.processing_manifest import PROBLEM_STATUSES, ItemStatus, ManifestError, State
-from incremental_assets.progress import (
+from incremental_assets.state.erasure_requests import open_requests, request_records
+from incremental_assets.state.progress import (
     fail_locked_days,
     plan_next_run,
     processed_hours,
     recent_step_samples,
 )
-from incremental_assets.settings import Settings
-from incremental_assets.skipped_hours import record_skips
+from incremental_assets.state.skipped_hours import record_skips
 from resources.manifest import ItemState, ManifestStore
 from resources.manifest_items import item_id, split_item_id, unit_of
 

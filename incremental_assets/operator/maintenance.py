@@ -10,11 +10,11 @@ declaration nor the attributes table holds any more are dropped first. Run by
 
 from datetime import date, datetime, timedelta
 
-from incremental_assets.ledger import recorded_attribute_keys
 from incremental_assets.names import ALL_TABLES, ATTRIBUTE_STATES
 from incremental_assets.planning.compaction import OLDER_PARTITION_MIN_FILES, partitions_to_compact
 from incremental_assets.planning.default_attributes import from_states
 from incremental_assets.settings import Settings
+from incremental_assets.state.day_ledger import recorded_attribute_keys
 from resources.tables import TableStore
 from resources.tables.interface import COMPACTED_FILE_BYTES, MaintenanceResult
 

@@ -27,7 +27,6 @@ from datetime import date, datetime, timezone
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from incremental_assets.erasure import erased_ids
 from incremental_assets.names import (
     BASE_EVENTS,
     EVENT_COPIES,
@@ -39,11 +38,12 @@ from incremental_assets.names import (
 from incremental_assets.planning.app_units import RecordedHour, catch_up_record, joined
 from incremental_assets.planning.hours import floor_hour, hours_between
 from incremental_assets.planning.reconcile import RUN_AGAIN
-from incremental_assets.progress import LEDGER_SCHEMA, maintenance_verdicts
-from incremental_assets.skipped_hours import skipped_hours
 from incremental_assets.sources.load_hours import SourceSnapshot, source_snapshot
 from incremental_assets.sources.reader import read_source, without_load_hours
 from incremental_assets.sources.schema import load_time
+from incremental_assets.state.erasure_requests import erased_ids
+from incremental_assets.state.progress import LEDGER_SCHEMA, maintenance_verdicts
+from incremental_assets.state.skipped_hours import skipped_hours
 from incremental_assets.transforms.base_events import (
     BROADCAST_VERDICTS_MAX_ROWS,
     COPY_COLUMNS,

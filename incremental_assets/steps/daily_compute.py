@@ -21,7 +21,6 @@ from typing import Callable
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from incremental_assets.ledger import ledger_state
 from incremental_assets.names import (
     ATTRIBUTE_STATES,
     ATTRIBUTES,
@@ -38,6 +37,8 @@ from incremental_assets.planning.default_attributes import (
     held_attribute_keys,
     recorded_versions,
 )
+from incremental_assets.state.day_ledger import ledger_state
+from incremental_assets.state.users_to_refresh import queued
 from incremental_assets.transforms.attribute_states import (
     attribute_states,
     check_properties,
@@ -161,14 +162,6 @@ def figures_by_day(warehouse: WarehouseResource, results: DailyResults, first_da
         figure = figures.setdefault(row.event_date, DayFigures())
         figure.rows, figure.rows_aggregated = row.rows, row.aggregated or 0
     return figures
-
-
-def queued(users: DataFrame, run_id: str) -> DataFrame:
-    """Queue rows for these users. Their append id is the daily run's id: attributes delete
-    exactly what they consumed, and leave the rows of a daily run still in progress (its
-    daily_aggregates commit comes after them)."""
-    return users.select("domain_userid", F.lit(run_id).alias("append_id"),
-                        F.lit(datetime.now(timezone.utc)).alias("queued_at"))
 
 
 @dataclass

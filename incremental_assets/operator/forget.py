@@ -26,9 +26,6 @@ from datetime import date, datetime, timedelta, timezone
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from incremental_assets.daily_steps import queued
-from incremental_assets.erasure import COMPLETED, REQUESTED, RequestRecord, append_records
-from incremental_assets.ledger import skipped_event_days
 from incremental_assets.names import (
     ALL_TABLES,
     ATTRIBUTE_STATES,
@@ -40,12 +37,16 @@ from incremental_assets.names import (
     REJECTED_EVENTS,
     USERS_TO_REFRESH,
 )
+from incremental_assets.planning.plans import SOURCE_ROWS
 from incremental_assets.planning.processing_manifest import State
 from incremental_assets.planning.reconcile import RUN_AGAIN
-from incremental_assets.progress import LEDGER_SCHEMA, processed_hours
 from incremental_assets.settings import Settings
 from incremental_assets.sources.reader import read_source
 from incremental_assets.sources.schema import load_time
+from incremental_assets.state.day_ledger import skipped_event_days
+from incremental_assets.state.erasure_requests import COMPLETED, REQUESTED, RequestRecord, append_records
+from incremental_assets.state.progress import LEDGER_SCHEMA, processed_hours
+from incremental_assets.state.users_to_refresh import queued
 from incremental_assets.transforms.erasure import (
     ID_COLUMNS,
     ErasedIds,
@@ -58,7 +59,6 @@ from incremental_assets.transforms.erasure import (
 from resources.manifest import ItemLockedError, ManifestStore, abandoned_lock_check, claiming_process
 from resources.tables import RowRange, TableStore
 
-SOURCE = "source"  # the source's row count, beside the tables' (the source is the loader's to erase)
 # Per table, its rows holding the ids and its rows without them, where a table holds them
 # otherwise than in its id columns.
 ERASED_ROWS = {ATTRIBUTE_STATES: (states_holding_erased, states_without_erased)}
@@ -77,12 +77,14 @@ class Found:
 
     @property
     def rows_in_tables(self) -> int:
-        return sum(n for name, n in self.rows.items() if name != SOURCE)
+        return sum(n for name, n in self.rows.items() if name != SOURCE_ROWS)
 
     def describe(self) -> str:
-        tables = ", ".join(f"{name}: {n}" for name, n in sorted(self.rows.items()) if n and name != SOURCE) or "none"
+        tables = ", ".join(f"{name}: {n}" for name, n in sorted(self.rows.items())
+                           if n and name != SOURCE_ROWS) or "none"
         lines = [f"rows in the warehouse's tables: {self.rows_in_tables} ({tables})",
-                 f"rows in the source: {self.rows.get(SOURCE, 0)} (left there: the source is its loader's to erase; "
+                 f"rows in the source: {self.rows.get(SOURCE_ROWS, 0)} (left there: the source is its loader's "
+                 "to erase; "
                  "once the ids are erased, every run reads it without them)",
                  f"processed load hours to run again: {len(self.load_hours)}"
                  + (f" ({self.load_hours[0]:%Y-%m-%d %H:00} .. {self.load_hours[-1]:%Y-%m-%d %H:00})"
@@ -137,7 +139,7 @@ def find(settings: Settings, tables: TableStore, ids: ErasedIds) -> Found:
             sessions, days = _sessions_and_days(df, holding)
     source = holding_erased(read_source(tables, settings.source), ids)
     by_hour = source.groupBy(F.date_trunc("hour", load_time()).alias("hour")).count().collect()
-    rows[SOURCE] = sum(r["count"] for r in by_hour)
+    rows[SOURCE_ROWS] = sum(r["count"] for r in by_hour)
     hours |= {r["hour"] for r in by_hour if r["hour"] is not None}
     processed = processed_hours(settings)  # the hour ledger, read without Spark
     return Found(rows, tuple(sorted(h for h in (_utc(h) for h in hours) if h in processed)), linked,

@@ -26,7 +26,6 @@ from datetime import date
 
 from pyspark.sql import functions as F
 
-from incremental_assets.daily_steps import queued
 from incremental_assets.names import (
     ATTRIBUTE_STATES,
     BASE_EVENTS,
@@ -41,7 +40,8 @@ from incremental_assets.names import (
     SESSIONS_TO_REFILTER,
     USERS_TO_REFRESH,
 )
-from incremental_assets.progress import BeforeStart, before_start
+from incremental_assets.state.progress import BeforeStart, before_start
+from incremental_assets.state.users_to_refresh import queued
 from resources.warehouse import WarehouseResource
 
 # Tables keyed by load time, and the column their rows are removed by.

@@ -22,8 +22,6 @@ from pathlib import Path
 import pyarrow as pa
 from dagster import AssetKey
 
-from incremental_assets.forget import SOURCE, Found, find
-from incremental_assets.ledger import DailyLedger, late_days, recorded_attribute_keys
 from incremental_assets.names import DAILY_AGGREGATES, HOURLY_ASSETS, PLANS
 from incremental_assets.partition_bounds import last_event_day
 from incremental_assets.planning.estimates import (
@@ -35,30 +33,28 @@ from incremental_assets.planning.estimates import (
 from incremental_assets.planning.hours import HOUR, hour_key, hours_between
 from incremental_assets.planning.plans import (
     DUE,
-    ERASED_HOUR,
-    FORGET,
     RESTATE,
+    SOURCE_ROWS,
     Plan,
     PlannedDay,
     PlannedErasure,
     PlannedHour,
     attribute_changes,
     hour_reasons,
-    why_plan_moved,
     widened_days,
 )
-from incremental_assets.progress import (
+from incremental_assets.settings import Settings
+from incremental_assets.sources.load_hours import SourceSnapshot, rows_by_hour
+from incremental_assets.state.day_ledger import DailyLedger, late_days, recorded_attribute_keys
+from incremental_assets.state.progress import (
     LoadHoursPlan,
     backfill_hours,
     current_snapshot,
     plan_load_hours,
     recent_step_samples,
 )
-from incremental_assets.settings import Settings
-from incremental_assets.sources.load_hours import SourceSnapshot, rows_by_hour
-from incremental_assets.transforms.erasure import ErasedIds
 from resources.manifest import ManifestStore, abandoned_lock_check
-from resources.tables import TableStore, append_arrow, read_delta_arrow
+from resources.tables import append_arrow, read_delta_arrow
 
 # The assets a restatement can start from: a load-hour asset (the four are one step: the load
 # hours, then the days and attributes after them) or daily_aggregates (event days, then attributes).
@@ -114,11 +110,12 @@ def make_plan(settings: Settings, now: datetime, *, restate: tuple[date, date] |
     requested = {first + timedelta(days=i) for i in range((last - first).days + 1)
                  if settings.start_date.date() <= first + timedelta(days=i) <= last_day}
     if asset == DAILY_AGGREGATES:
-        return _plan(settings, now, f"{RESTATE} {first}..{last} {asset}", {}, requested, manifest=manifest,
+        return plan_of(settings, now, f"{RESTATE} {first}..{last} {asset}", {}, requested, manifest=manifest,
                      snapshot=snapshot)
     reasons = hour_reasons(new=(), changed=(), removed=(), lookback=(), other_rules=(),
                            restated=hours_between(*backfill_hours(settings, first, last, now)))
-    return _plan(settings, now, f"{RESTATE} {first}..{last}", reasons, requested, manifest=manifest, snapshot=snapshot)
+    return plan_of(settings, now, f"{RESTATE} {first}..{last}", reasons, requested, manifest=manifest,
+                   snapshot=snapshot)
 
 
 def due_plan(settings: Settings, now: datetime, *, manifest: ManifestStore, snapshot: SourceSnapshot | None,
@@ -126,35 +123,7 @@ def due_plan(settings: Settings, now: datetime, *, manifest: ManifestStore, snap
     """The plan of the hours reconciliation found due (`due`, from this manifest and snapshot):
     `incremental-assets plan`'s, and the hourly sensor's for the runs it launches. Hours that
     catch up for some app ids say which ("app(s) mobile added")."""
-    return _plan(settings, now, DUE, _due_reasons(due), set(), manifest=manifest, snapshot=snapshot)
-
-
-def plan_erasure(settings: Settings, now: datetime, tables: TableStore, ids: ErasedIds, *, instance=None,
-                 found: Found | None = None) -> Plan:
-    """The plan of erasing `ids` (`forget`): what is due at `now`, and the processed load hours
-    holding the ids run again (read without them), the event days of their sessions rebuilt, with
-    the rows holding them per table (`found`, when the caller searched already). The ids are kept
-    as their digests only."""
-    now = now.astimezone(timezone.utc)
-    found = found or find(settings, tables, ids)
-    manifest = ManifestStore.of(settings).snapshot()
-    snapshot = current_snapshot(settings, now)
-    due = plan_load_hours(settings, now=now, manifest=manifest, snapshot=snapshot,
-                          lock_released=abandoned_lock_check(instance, settings.max_lock_age_hours))
-    reasons = _due_reasons(due)
-    for hour in found.load_hours:
-        reasons.setdefault(hour, ERASED_HOUR)
-    digests = tuple(sorted((column, d) for column, values in ids.digests.items() for d in values))
-    erasure = PlannedErasure(ids=digests, rows=tuple(sorted(found.rows.items())), sessions=found.sessions)
-    return _plan(settings, now, f"{FORGET} {len(digests)} id(s)", reasons, set(), manifest=manifest,
-                 snapshot=snapshot, erasure=erasure, erased_days=set(found.event_days))
-
-
-def erased_ids(plan: Plan) -> ErasedIds:
-    """The ids an erasure's plan erases (as digests)."""
-    if plan.erasure is None:
-        raise ValueError(f"plan {plan.plan_id} is not an erasure's ({plan.trigger})")
-    return ErasedIds.of(plan.erasure.ids)
+    return plan_of(settings, now, DUE, _due_reasons(due), set(), manifest=manifest, snapshot=snapshot)
 
 
 def _due_reasons(due: LoadHoursPlan) -> dict[datetime, str]:
@@ -167,7 +136,7 @@ def _due_reasons(due: LoadHoursPlan) -> dict[datetime, str]:
     return reasons
 
 
-def _plan(settings: Settings, now: datetime, trigger: str, reasons: dict[datetime, str], requested: set[date], *,
+def plan_of(settings: Settings, now: datetime, trigger: str, reasons: dict[datetime, str], requested: set[date], *,
           manifest: ManifestStore, snapshot: SourceSnapshot | None, erasure: PlannedErasure | None = None,
           erased_days: set[date] = frozenset()) -> Plan:
     rows = None if snapshot is None else rows_by_hour(snapshot.path, snapshot.version, reasons)
@@ -237,11 +206,11 @@ def _waiting(plan: Plan) -> list[str]:
 
 def _erasure(erasure: PlannedErasure) -> list[str]:
     rows = dict(erasure.rows)
-    in_tables = {name: n for name, n in rows.items() if name != SOURCE and n}
+    in_tables = {name: n for name, n in rows.items() if name != SOURCE_ROWS and n}
     return [f"  erasure of {len(erasure.ids)} id(s), kept as SHA-256 digests only: "
             f"{sum(in_tables.values())} row(s) in the warehouse's tables to remove"
             + (f" ({', '.join(f'{name}: {n}' for name, n in sorted(in_tables.items()))})" if in_tables else ""),
-            f"    {rows.get(SOURCE, 0)} row(s) in the source, left there (its loader's to erase); every run "
+            f"    {rows.get(SOURCE_ROWS, 0)} row(s) in the source, left there (its loader's to erase); every run "
             "reads it without them",
             f"    {erasure.sessions} session(s) derived again without their rows; attributes recomputed for "
             "the users whose rows of the days rebuilt changed, the erased users' rows removed"]
@@ -343,21 +312,3 @@ def recorded_plan(settings: Settings, plan_id: str) -> Plan:
             return from_json(row["plan"])
     raise ValueError(f"no plan {plan_id!r} is recorded in {settings.table_path(PLANS)}: "
                      "make one with `incremental-assets plan`")
-
-
-def plan_to_apply(settings: Settings, plan_id: str, *, instance=None, tables: TableStore | None = None) -> Plan:
-    """The recorded plan `plan_id`, planned again at its time: refused (PlanRefused, saying why)
-    when the settings, the closure or a planned hour's source files moved since. An erasure's plan reads
-    `tables`."""
-    planned = recorded_plan(settings, plan_id)
-    if planned.erasure is not None:
-        if tables is None:
-            raise ValueError(f"plan {plan_id} is an erasure's: planning it again reads the tables")
-        current = plan_erasure(settings, planned.until, tables, erased_ids(planned), instance=instance)
-    else:
-        current = make_plan(settings, planned.until, restate=planned.restated_days, asset=planned.restated_asset,
-                            instance=instance)
-    moved = why_plan_moved(planned, current)
-    if moved:
-        raise PlanRefused(f"plan {plan_id} not applied: {moved}")
-    return planned

@@ -1,0 +1,1 @@
+"""The operator's wing: plan and apply, forget, skip and resolve, maintenance."""
