@@ -59,7 +59,7 @@ from incremental_assets.partitions import daily_partitions, hourly_partitions
 from incremental_assets.planning.processing_manifest import ItemStatus
 from incremental_assets.sources.load_hours import source_columns
 from incremental_assets.state.day_ledger import rows_accounted_for
-from incremental_assets.state.progress import source_version_before
+from incremental_assets.state.hour_ledger import source_version_before
 from resources.manifest import lock_age
 from resources.manifest_items import unit_of
 from resources.warehouse import WarehouseResource

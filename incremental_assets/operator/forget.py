@@ -45,7 +45,7 @@ from incremental_assets.sources.reader import read_source
 from incremental_assets.sources.schema import load_time
 from incremental_assets.state.day_ledger import skipped_event_days
 from incremental_assets.state.erasure_requests import COMPLETED, REQUESTED, RequestRecord, append_records
-from incremental_assets.state.progress import LEDGER_SCHEMA, processed_hours
+from incremental_assets.state.hour_ledger import LEDGER_SCHEMA, processed_hours
 from incremental_assets.state.users_to_refresh import queued
 from incremental_assets.transforms.erasure import (
     ID_COLUMNS,

@@ -18,12 +18,8 @@ from incremental_assets.state.day_ledger import (
     users_queued,
 )
 from incremental_assets.state.erasure_requests import open_requests, request_records
-from incremental_assets.state.progress import (
-    fail_locked_days,
-    plan_next_run,
-    processed_hours,
-    recent_step_samples,
-)
+from incremental_assets.state.hour_ledger import processed_hours
+from incremental_assets.state.progress import fail_locked_days, plan_next_run, recent_step_samples
 from incremental_assets.state.skipped_hours import record_skips
 from resources.manifest import ItemState, ManifestStore
 from resources.manifest_items import item_id, split_item_id, unit_of

@@ -300,17 +300,8 @@ def attributes_update(warehouse: WarehouseResource, as_of: date, run_type: str,
     extra = {"declared": declared, "backfill": found.backfill, "backfilled": found.backfilled, "new": found.new}
     if (run_type == "incremental" and stored.as_of is not None and stored.as_of < as_of
             and stored.versions == recorded_versions(declared)):
-        # The as-of day moved on (after midnight): the users with a day entering the attributes
-        # or leaving a window, and those queued, are recomputed; the others' rows are carried.
-        window_days = {d.period_days for d in declared if d.period_days}
-        users = users_an_as_of_move_changes(daily, stored.as_of, as_of, window_days)
-        if queue is not None:
-            users = users.unionByName(queue.select("domain_userid")).distinct()
-        carried = (tables.read(ATTRIBUTES).join(users, "domain_userid", "left_anti")
-                   .withColumn("attributes_as_of", F.lit(as_of)))
-        computed = user_attributes(daily.join(users, KEY_COLUMN, "left_semi"), as_of=as_of, declared=declared)
-        fresh = _with_declared(computed, found.states, declared, as_of, users)
-        return AttributesUpdate(carried.unionByName(fresh), True, None, consumed,
+        rows = _as_of_moved_rows(tables, daily, queue, found, declared, stored.as_of, as_of)
+        return AttributesUpdate(rows, True, None, consumed,
                                 f"attributes_as_of moved from {stored.as_of}: the users with a day entering the "
                                 "attributes or leaving a window recomputed, the others carried", **extra)
     if run_type == "full" or stored.as_of is None or stored.as_of != as_of:
@@ -330,21 +321,7 @@ def attributes_update(warehouse: WarehouseResource, as_of: date, run_type: str,
             how += ", the users whose daily rows or states changed recomputed"
         return AttributesUpdate(rows, True, None, consumed, how, **extra)
     if run_type == "last_n_days":
-        # The queued users are recomputed whole: their queue rows are consumed, so no later
-        # run would correct the lifetime values their changed days left stale.
-        queued_users = queue.select(KEY_COLUMN).distinct() if queue is not None else None
-        stored_rows = tables.read(ATTRIBUTES)
-        if queued_users is not None:
-            stored_rows = stored_rows.join(queued_users, KEY_COLUMN, "left_anti")
-        longest = max((d.period_days for d in periodic(declared)), default=None)
-        window = daily if longest is None else daily.where(
-            F.col("event_date") >= F.lit(as_of - timedelta(days=longest)))
-        new_users = window.select(KEY_COLUMN).distinct().join(stored_rows, KEY_COLUMN, "left_anti")
-        if queued_users is not None:
-            new_users = new_users.unionByName(queued_users).distinct()
-        new_rows = user_attributes(daily.join(new_users, KEY_COLUMN, "left_semi"), as_of=as_of, declared=declared)
-        rows = _with_declared(refresh_window_metrics(stored_rows, window, new_rows, as_of=as_of, declared=declared),
-                              found.states, declared, as_of)
+        rows = _last_n_days_rows(tables, daily, queue, found, declared, as_of)
         return AttributesUpdate(rows, True, None, consumed, "window metrics of every user recomputed, "
                                 "new users and those whose daily rows or states changed added whole", **extra)
     if queue is None:
@@ -356,3 +333,36 @@ def attributes_update(warehouse: WarehouseResource, as_of: date, run_type: str,
     rows = _with_declared(user_attributes(daily.join(users, KEY_COLUMN, "left_semi"), as_of=as_of, declared=declared),
                           found.states, declared, as_of, users)
     return AttributesUpdate(rows, False, users, consumed, how, **extra)
+
+
+def _as_of_moved_rows(tables: TableStore, daily: DataFrame, queue: DataFrame | None, found: _DeclaredStates,
+                      declared: tuple[AttributeDeclaration, ...], stored_as_of: date, as_of: date) -> DataFrame:
+    """Every user's row when the as-of day moved on (after midnight): the users with a day
+    entering the attributes or leaving a window, and those queued, recomputed; the others carried."""
+    window_days = {d.period_days for d in declared if d.period_days}
+    users = users_an_as_of_move_changes(daily, stored_as_of, as_of, window_days)
+    if queue is not None:
+        users = users.unionByName(queue.select("domain_userid")).distinct()
+    carried = (tables.read(ATTRIBUTES).join(users, "domain_userid", "left_anti")
+               .withColumn("attributes_as_of", F.lit(as_of)))
+    computed = user_attributes(daily.join(users, KEY_COLUMN, "left_semi"), as_of=as_of, declared=declared)
+    return carried.unionByName(_with_declared(computed, found.states, declared, as_of, users))
+
+
+def _last_n_days_rows(tables: TableStore, daily: DataFrame, queue: DataFrame | None, found: _DeclaredStates,
+                      declared: tuple[AttributeDeclaration, ...], as_of: date) -> DataFrame:
+    """Every user's row with run_type last_n_days: the window metrics of everyone recomputed,
+    new users and the queued ones whole (their queue rows are consumed, so no later run would
+    correct the lifetime values their changed days left stale)."""
+    queued_users = queue.select(KEY_COLUMN).distinct() if queue is not None else None
+    stored_rows = tables.read(ATTRIBUTES)
+    if queued_users is not None:
+        stored_rows = stored_rows.join(queued_users, KEY_COLUMN, "left_anti")
+    longest = max((d.period_days for d in periodic(declared)), default=None)
+    window = daily if longest is None else daily.where(F.col("event_date") >= F.lit(as_of - timedelta(days=longest)))
+    new_users = window.select(KEY_COLUMN).distinct().join(stored_rows, KEY_COLUMN, "left_anti")
+    if queued_users is not None:
+        new_users = new_users.unionByName(queued_users).distinct()
+    new_rows = user_attributes(daily.join(new_users, KEY_COLUMN, "left_semi"), as_of=as_of, declared=declared)
+    return _with_declared(refresh_window_metrics(stored_rows, window, new_rows, as_of=as_of, declared=declared),
+                          found.states, declared, as_of)

@@ -10,7 +10,7 @@ planners read, come last.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 
 from incremental_assets.names import (
     BASE_EVENTS,
@@ -30,7 +30,8 @@ from incremental_assets.names import (
 from incremental_assets.planning.app_units import RecordedHour, joined
 from incremental_assets.planning.hours import hours_between
 from incremental_assets.sources.reader import require_source
-from incremental_assets.state.progress import recorded_hours, unit_items_fail_locked
+from incremental_assets.state import hour_ledger
+from incremental_assets.state.progress import unit_items_fail_locked
 from incremental_assets.state.start_moved import remove_rows_before_start
 from incremental_assets.steps.event_id_check import (
     DuplicateEventIdsError,
@@ -41,13 +42,9 @@ from incremental_assets.steps.event_id_check import (
 from incremental_assets.steps.hourly_compute import (
     HourFigures,
     HourlyResults,
-    catch_up_begun,
     compute,
     figures_by_hour,
     filtered_counts,
-    hours_to_run_again,
-    processed_hours,
-    verdicts_of_maintenance,
 )
 from resources.manifest_io_manager import StepDeclaration, StepTransaction
 from resources.materialized import release
@@ -100,7 +97,7 @@ def run_hourly_step(context, warehouse: WarehouseResource, app_ids: tuple[str, .
         if (moved := remove_rows_before_start(warehouse, context.run_id)) is not None:
             context.log.info(f"start_date moved later: removed what {moved.hours} load hour(s) and {moved.days} "
                              f"event day(s) before {moved.first_hour:%Y-%m-%d %H:%M} left in the tables")
-        recorded = recorded_hours(warehouse.settings) if app_ids is not None else {}
+        recorded = hour_ledger.recorded_hours(warehouse.settings) if app_ids is not None else {}
         if app_ids is None:
             _resolve_catch_ups(context, warehouse, window)
         results = compute(warehouse, window.start, window.end, app_ids=app_ids)
@@ -141,8 +138,10 @@ def _commit(step: StepTransaction, warehouse: WarehouseResource, results: Hourly
     source_rows = sum(f.read for f in figures.values())  # the cost model's (`planning.estimates`)
     # An hour's rows are few: the table store may collect them rather than stage files.
     small = source_rows <= rows_collected_at_most(len(results.kept.columns))
+    spark, settings, now = warehouse.spark, warehouse.settings, datetime.now(timezone.utc)
     if app_ids is not None:
-        step.merge(HOUR_LEDGER, catch_up_begun(warehouse, results, run_id), keys=LEDGER_KEY, small=True)
+        step.merge(HOUR_LEDGER, hour_ledger.run_again_rows(spark, hours_between(start, end), run_id=run_id, now=now,
+                                                           digest=settings.rules_digest()), keys=LEDGER_KEY, small=True)
     step.replace(EVENT_COPIES, results.copies, rows=[RowRange("load_tstamp", start, end)],
                  partition_by=TABLE_PARTITIONS[EVENT_COPIES], small=small)
     step.replace(REJECTED_EVENTS, results.rejected, rows=[RowRange("load_hour_tstamp", start, end, **within)],
@@ -161,11 +160,13 @@ def _commit(step: StepTransaction, warehouse: WarehouseResource, results: Hourly
     if results.refiltered:
         step.delete(SESSIONS_TO_REFILTER, column="append_id", values=results.refiltered)
     if results.revived:
-        step.merge(HOUR_LEDGER, hours_to_run_again(warehouse, results, run_id), keys=LEDGER_KEY, small=True)
+        step.merge(HOUR_LEDGER, hour_ledger.run_again_rows(spark, results.revived, run_id=run_id, now=now,
+                                                           digest=settings.rules_digest()), keys=LEDGER_KEY, small=True)
     step.close({"limits": limits, "source_rows": source_rows})
-    step.replace(HOUR_LEDGER, processed_hours(warehouse, results, run_id, recorded),
-                 rows=[RowRange("load_hour_tstamp", start, end)], small=True)
-    if (verdicts := verdicts_of_maintenance(warehouse, results)) is not None:
+    step.replace(HOUR_LEDGER, hour_ledger.processed_rows(
+        spark, settings, hours_between(start, end), snapshot=results.snapshot, read_at=results.read_at, run_id=run_id,
+        app_ids=app_ids, recorded=recorded), rows=[RowRange("load_hour_tstamp", start, end)], small=True)
+    if (verdicts := hour_ledger.maintenance_verdict_rows(spark, settings, (start, end))) is not None:
         step.merge(HOUR_LEDGER, verdicts, keys=LEDGER_KEY, small=True)
 
 

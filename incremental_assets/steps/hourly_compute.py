@@ -35,14 +35,11 @@ from incremental_assets.names import (
     SESSIONS_TO_REFILTER,
     TABLE_PARTITIONS,
 )
-from incremental_assets.planning.app_units import RecordedHour, catch_up_record, joined
 from incremental_assets.planning.hours import floor_hour, hours_between
-from incremental_assets.planning.reconcile import RUN_AGAIN
 from incremental_assets.sources.load_hours import SourceSnapshot, source_snapshot
 from incremental_assets.sources.reader import read_source, without_load_hours
 from incremental_assets.sources.schema import load_time
 from incremental_assets.state.erasure_requests import erased_ids
-from incremental_assets.state.progress import LEDGER_SCHEMA, maintenance_verdicts
 from incremental_assets.state.skipped_hours import skipped_hours
 from incremental_assets.transforms.base_events import (
     BROADCAST_VERDICTS_MAX_ROWS,
@@ -161,10 +158,94 @@ def compute(warehouse: WarehouseResource, start: datetime, end: datetime,
         raise
 
 
+@dataclass
+class _Window:
+    """The window's source rows, read once and checked."""
+
+    snapshot: SourceSnapshot | None
+    checked: DataFrame  # valid and rejected rows of every app
+    all_valid: DataFrame  # every app's valid copies: the window's copies index
+    valid: DataFrame  # the selected apps' valid copies
+    rejected: DataFrame
+    in_apps: Column
+    wide_files: str | None  # where wide sets are written as files (None: checkpoints)
+    read_at: datetime
+
+
+@dataclass
+class _Copies:
+    """Dedupe's outcome: the kept copies of the window, the later copies they dominate."""
+
+    kept: DataFrame
+    few_ids: bool
+    dominated: DataFrame
+    dominated_count: int
+    dominated_rows: RowRange
+    revived: tuple[datetime, ...]
+
+
+@dataclass
+class _Sessions:
+    """The touched sessions, their new rows, and those whose filtered rows change."""
+
+    stored: DataFrame  # the stored rows of the sessions near the window
+    queued: DataFrame
+    touched: DataFrame
+    stored_events: DataFrame  # the touched sessions' earlier events, less the replaced and dominated
+    lifecycle: DataFrame
+    changed: list  # rows of (domain_sessionid, changed_from)
+    changed_rows: RowRange
+    scan_from: datetime
+
+
 def _compute(warehouse: WarehouseResource, start: datetime, end: datetime, app_ids: tuple[str, ...] | None,
              materialized: MaterializedSets) -> HourlyResults:
+    settings = warehouse.settings
+    window = _read_window(warehouse, start, end, app_ids, materialized)
+    copies_ = _decide_copies(warehouse, window, start, end, materialized)
+    sessions = _touched_sessions(warehouse, window, copies_, start, end, materialized)
+    # filtered_events (rules 5): the window's rows with their sessions as they are now, and the
+    # earlier rows of every changed session derived again.
+    lifecycle, changed_rows = sessions.lifecycle, sessions.changed_rows
+    current = sessions.stored.join(lifecycle.select("domain_sessionid"), "domain_sessionid", "left_anti") \
+        .select(*LIFECYCLE_COLUMNS).unionByName(lifecycle.select(*LIFECYCLE_COLUMNS))
+    filter_settings = dict(event_names=settings.event_names, start_date=settings.start_date,
+                           max_session_days=settings.max_session_days)
+    filtered = filtered_events(copies_.kept, current, **filter_settings)
+    if changed_rows.values:
+        again = sessions.stored_events.where(F.col("domain_sessionid").isin(list(changed_rows.values)))
+        filtered = filtered.unionByName(filtered_events(again, lifecycle, **filter_settings))
+    # In load-time order within each event day: a later hour's changed sessions, whose rows are
+    # recent, then sit in the last files of the day, and only those are rewritten (TableStore.replace).
+    filtered = materialized(filtered.sortWithinPartitions(*TABLE_PARTITIONS[FILTERED_EVENTS], "load_tstamp"),
+                            files_under=window.wide_files, partition_by=TABLE_PARTITIONS[FILTERED_EVENTS])
+
+    to_refilter, append_id = queue_rows(warehouse, sessions.changed)
+    first_count_hour = min(start, floor_hour(changed_rows.start)) if changed_rows.values else start
+    # A changed session's filtered rows are replaced in every load hour from changed_from on,
+    # later hours included (processed before this window when hours run out of order): their
+    # counts follow, to the end of the table.
+    counts_end = None if changed_rows.values else end + settings.dedupe_lookback \
+        if copies_.dominated_rows.values else end
+    queued_ids = {r.append_id for r in sessions.queued.select("append_id").distinct().collect()}
+    return HourlyResults(
+        start=start, end=end, snapshot=window.snapshot, read=window.checked, copies=copies(window.all_valid),
+        app_ids=app_ids, rejected=window.rejected, kept=copies_.kept, dominated=copies_.dominated_rows,
+        touched=sessions.touched, lifecycle=lifecycle, quarantined=quarantined_sessions(lifecycle),
+        filtered=filtered, changed=changed_rows, to_refilter=to_refilter,
+        refiltered=tuple(sorted(queued_ids | ({append_id} if sessions.changed else set()))),
+        counts_range=(first_count_hour, counts_end), few_rows=copies_.few_ids, read_at=window.read_at,
+        revived=copies_.revived, materialized=materialized.frames,
+        facts={"scan_from": sessions.scan_from.isoformat(),
+               "wide_rows_held_as": "files" if window.wide_files else "checkpoints",
+               "copies_dominated": len(copies_.dominated_rows.values),
+               "sessions_changed": len(changed_rows.values), "later_hours_to_rerun": len(copies_.revived)})
+
+
+def _read_window(warehouse: WarehouseResource, start: datetime, end: datetime, app_ids: tuple[str, ...] | None,
+                 materialized: MaterializedSets) -> _Window:
+    """The source's rows of the window, checked, read once."""
     settings, tables = warehouse.settings, warehouse.tables
-    lookback = settings.dedupe_lookback
     snapshot = source_snapshot(settings.source, start, end)
     rows = read_source(tables, settings.source, start, end, version=snapshot.version if snapshot else None,
                        partition_days=snapshot.partition_days if snapshot else None)
@@ -182,45 +263,56 @@ def _compute(warehouse: WarehouseResource, start: datetime, end: datetime, app_i
                                         settings.checkpoint_values_max) else tables.root
     validated = ValidatedRows(materialized(validated.checked, files_under=wide_files))  # the source is read once
     # The copies index of the window is every selected app's (a catch-up run writes it whole).
-    all_valid = validated.valid
     in_apps = F.lit(True) if app_ids is None else F.col("app_id").isin(list(app_ids))
-    valid, rejected = all_valid.where(in_apps), validated.rejected.where(in_apps)
+    return _Window(snapshot=snapshot, checked=validated.checked, all_valid=validated.valid,
+                   valid=validated.valid.where(in_apps), rejected=validated.rejected.where(in_apps), in_apps=in_apps,
+                   wide_files=wide_files, read_at=read_at)
 
-    # Dedupe (rules 3): against the copies recorded before the window; then the stored copies
-    # after it that the window's kept copies dominate.
+
+def _decide_copies(warehouse: WarehouseResource, window: _Window, start: datetime, end: datetime,
+                   materialized: MaterializedSets) -> _Copies:
+    """Dedupe (rules 3): against the copies recorded before the window; then the stored copies
+    after it that the window's copies dominate; and the later hours to decide again."""
+    lookback = warehouse.settings.dedupe_lookback
     earlier = _read_or_empty(warehouse, EVENT_COPIES, COPIES_SCHEMA, "load_tstamp", start - lookback, start,
                              columns=list(COPY_COLUMNS))
-    verdicts = materialized(copy_verdicts(valid, earlier, lookback=lookback))
+    verdicts = materialized(copy_verdicts(window.valid, earlier, lookback=lookback))
     few = broadcasts_allowed(warehouse.spark) and verdicts.count() <= BROADCAST_VERDICTS_MAX_ROWS
     # As files, laid out as the tables they are written to: their writes take these files (TableStore.replace).
-    kept = materialized(kept_copies(valid, verdicts, broadcast_verdicts=few), files_under=wide_files,
+    kept = materialized(kept_copies(window.valid, verdicts, broadcast_verdicts=few), files_under=window.wide_files,
                         partition_by=TABLE_PARTITIONS[BASE_EVENTS])
     # The check broadcasts the window's ids when they are few: an hour's, held in memory, or a big
-    # window's kept rows, written as files and counted, up to the bound (a week at 10M events,
-    # 2.5M ids, took longer broadcast than joined, and a second try ran short of driver heap).
+    # window's kept rows, written as files and counted, up to the bound (a big window's ids took
+    # longer broadcast than joined, and could run short of driver heap).
     few_ids = _few_to_broadcast(materialized_rows(kept), warehouse)
     later = _read_or_empty(warehouse, EVENT_COPIES, COPIES_SCHEMA, "load_tstamp", end, end + lookback,
                            columns=list(COPY_COLUMNS))
     # Every valid copy of the window dominates the later copies within the look-back, a dropped
     # one too (rules 3): a copy loaded 20 days after a kept one still drops the copy 20 days later.
-    dominated = materialized(dominated_later(valid, later, lookback=lookback))
+    dominated = materialized(dominated_later(window.valid, later, lookback=lookback))
     dominated_copies = dominated.select("event_id").collect()
     dominated_ids = sorted({r.event_id for r in dominated_copies})
-    dominated_rows = RowRange("load_tstamp", end, end + lookback, key="event_id", values=tuple(dominated_ids))
     # Copies an earlier run of the window recorded that the source no longer holds may have
     # dropped later copies, which must be decided again: their load hours run again.
     recorded = _read_or_empty(warehouse, EVENT_COPIES, COPIES_SCHEMA, "load_tstamp", start, end,
                               columns=list(COPY_COLUMNS)).select(*COPY_COLUMNS)
-    gone = copies_gone(recorded, all_valid.select(*COPY_COLUMNS))
+    gone = copies_gone(recorded, window.all_valid.select(*COPY_COLUMNS))
     revived = tuple(sorted({r.hour.replace(tzinfo=timezone.utc) for r in later.join(gone, "event_id", "left_semi")
                             .select(F.date_trunc("hour", "load_tstamp").alias("hour")).distinct().collect()}))
+    return _Copies(kept=kept, few_ids=few_ids, dominated=dominated, dominated_count=len(dominated_copies),
+                   dominated_rows=RowRange("load_tstamp", end, end + lookback, key="event_id",
+                                           values=tuple(dominated_ids)), revived=revived)
 
-    # Sessions (rules 4): the window's, those of removed copies, and those of the rows a re-run
-    # of the window replaces (rows gone from the source since: deleted, erased, filtered out),
-    # from all their events.
+
+def _touched_sessions(warehouse: WarehouseResource, window: _Window, copies_: _Copies, start: datetime,
+                      end: datetime, materialized: MaterializedSets) -> _Sessions:
+    """Sessions (rules 4): the window's, those of removed copies, and those of the rows a re-run
+    of the window replaces (rows gone from the source since: deleted, erased, filtered out),
+    recomputed from all their events."""
+    settings, kept, dominated = warehouse.settings, copies_.kept, copies_.dominated
     queued = materialized(_read_or_empty(warehouse, SESSIONS_TO_REFILTER, REFILTER_SCHEMA))
     replaced = _read_or_empty(warehouse, BASE_EVENTS, kept.schema, "load_tstamp", start, end,
-                              columns=["domain_sessionid", "app_id"]).where(in_apps).select("domain_sessionid")
+                              columns=["domain_sessionid", "app_id"]).where(window.in_apps).select("domain_sessionid")
     # Every use of the stored sessions below is about a session of a kept row, of a removed or
     # replaced copy or of the queue: those rows are read once, so no join below broadcasts or
     # shuffles the whole sessions table (it grows with the history; the window's sessions do not).
@@ -246,11 +338,12 @@ def _compute(warehouse: WarehouseResource, start: datetime, end: datetime, app_i
     stored_events = (_read_or_empty(warehouse, BASE_EVENTS, kept.schema, "load_tstamp", scan_from, None)
                      .join(touched, "domain_sessionid", "left_semi")
                      # the window's rows of these apps are replaced: the kept rows stand for them
-                     .where(~((F.col("load_tstamp") >= F.lit(start)) & (F.col("load_tstamp") < F.lit(end)) & in_apps))
-                     .join(_broadcast_if(dominated.select("event_id", "load_tstamp"), len(dominated_copies), warehouse),
-                           ["event_id", "load_tstamp"], "left_anti"))
-    # Only the columns the session rows need: the touched sessions' earlier events are wide rows
-    # (about 100 MB at 10M events), and the session rows need a handful of their columns.
+                     .where(~((F.col("load_tstamp") >= F.lit(start)) & (F.col("load_tstamp") < F.lit(end))
+                              & window.in_apps))
+                     .join(_broadcast_if(dominated.select("event_id", "load_tstamp"), copies_.dominated_count,
+                                         warehouse), ["event_id", "load_tstamp"], "left_anti"))
+    # Only the columns the session rows need: the touched sessions' earlier events are wide rows,
+    # and the session rows need a handful of their columns.
     session_events = materialized(stored_events.select(*SESSION_EVENT_COLUMNS).unionByName(
         kept.join(touched, "domain_sessionid", "left_semi").select(*SESSION_EVENT_COLUMNS)))
     lifecycle = materialized(session_lifecycle(session_events, max_session_days=settings.max_session_days))
@@ -263,41 +356,8 @@ def _compute(warehouse: WarehouseResource, start: datetime, end: datetime, app_i
     # they must not be deleted either (rules 4 assume no session spans longer).
     changed_rows = RowRange("load_tstamp", max(changed_from.replace(tzinfo=timezone.utc), scan_from)
                             if changed_ids else start, None, key="domain_sessionid", values=changed_ids)
-
-    # filtered_events (rules 5): the window's rows with their sessions as they are now, and the
-    # earlier rows of every changed session derived again.
-    current = stored.join(lifecycle.select("domain_sessionid"), "domain_sessionid", "left_anti") \
-        .select(*LIFECYCLE_COLUMNS).unionByName(lifecycle.select(*LIFECYCLE_COLUMNS))
-    filter_settings = dict(event_names=settings.event_names, start_date=settings.start_date,
-                           max_session_days=settings.max_session_days)
-    filtered = filtered_events(kept, current, **filter_settings)
-    if changed_ids:
-        again = stored_events.where(F.col("domain_sessionid").isin(list(changed_ids)))
-        filtered = filtered.unionByName(filtered_events(again, lifecycle, **filter_settings))
-    # In load-time order within each event day: a later hour's changed sessions, whose rows are
-    # recent, then sit in the last files of the day, and only those are rewritten (TableStore.replace).
-    filtered = materialized(filtered.sortWithinPartitions(*TABLE_PARTITIONS[FILTERED_EVENTS], "load_tstamp"),
-                            files_under=wide_files, partition_by=TABLE_PARTITIONS[FILTERED_EVENTS])
-
-    to_refilter, append_id = queue_rows(warehouse, changed)
-    first_count_hour = min(start, floor_hour(changed_rows.start)) if changed_ids else start
-    # A changed session's filtered rows are replaced in every load hour from changed_from on,
-    # later hours included (processed before this window when hours run out of order): their
-    # counts follow, to the end of the table.
-    counts_range = (first_count_hour, None if changed_ids else end + lookback if dominated_ids else end)
-    return HourlyResults(
-        start=start, end=end, snapshot=snapshot, read=validated.checked, copies=copies(all_valid), app_ids=app_ids,
-        rejected=rejected, kept=kept,
-        dominated=dominated_rows, touched=touched, lifecycle=lifecycle,
-        quarantined=quarantined_sessions(lifecycle), filtered=filtered, changed=changed_rows,
-        to_refilter=to_refilter,
-        refiltered=tuple(sorted({r.append_id for r in queued.select("append_id").distinct().collect()}
-                                | ({append_id} if changed else set()))),
-        counts_range=counts_range, few_rows=few_ids, read_at=read_at, revived=revived,
-        materialized=materialized.frames,
-        facts={"scan_from": scan_from.isoformat(), "wide_rows_held_as": "files" if wide_files else "checkpoints",
-               "copies_dominated": len(dominated_ids),
-               "sessions_changed": len(changed_ids), "later_hours_to_rerun": len(revived)})
+    return _Sessions(stored=stored, queued=queued, touched=touched, stored_events=stored_events, lifecycle=lifecycle,
+                     changed=changed, changed_rows=changed_rows, scan_from=scan_from)
 
 
 @dataclass
@@ -360,66 +420,3 @@ def filtered_counts(warehouse: WarehouseResource, results: HourlyResults) -> Dat
     rows = warehouse.tables.read_range(FILTERED_EVENTS, "load_tstamp", start, end)
     digests = [ROW_DIGEST] if ROW_DIGEST in rows.columns else []  # none on a lake from before them
     return rows_by_load_hour_and_day(rows.select("load_tstamp", "event_date", *digests), digest=True)
-
-
-def hours_to_run_again(warehouse: WarehouseResource, results: HourlyResults, run_id: str) -> DataFrame:
-    """Ledger rows that make `results.revived` due again: written before the window's own
-    ledger rows, so a crash in between runs both again."""
-    now = datetime.now(timezone.utc)
-    rows = [(hour, RUN_AGAIN, warehouse.settings.rules_digest(), now, run_id, None, None, None)
-            for hour in results.revived]
-    return warehouse.spark.createDataFrame(rows, LEDGER_SCHEMA)
-
-
-def catch_up_begun(warehouse: WarehouseResource, results: HourlyResults, run_id: str) -> DataFrame:
-    """Ledger rows that make a catch-up run's hours due again for every app, written before its
-    first write: a failure after it leaves its apps' rows part-written, which no later catch-up
-    of the app (added, or taken out again) would find; a run of every app replaces them all.
-    The run's own ledger rows replace these once it completes."""
-    now = datetime.now(timezone.utc)
-    rows = [(hour, RUN_AGAIN, warehouse.settings.rules_digest(), now, run_id, None, None, None)
-            for hour in hours_between(results.start, results.end)]
-    return warehouse.spark.createDataFrame(rows, LEDGER_SCHEMA)
-
-
-def processed_hours(warehouse: WarehouseResource, results: HourlyResults, run_id: str,
-                    recorded: dict[datetime, RecordedHour]) -> DataFrame:
-    """The ledger rows of the window's hours: what each was processed from, when it was read, and
-    for which app ids (with `app_ids` set: all of them, or after a catch-up run the ones each hour
-    held when it began (`recorded`), with the run's added and its removed taken off; null: every
-    app). A catch-up run records the data it read only where the other apps' rows were processed
-    from the same (`app_units.catch_up_record`)."""
-    settings = warehouse.settings
-    fingerprints = results.snapshot.fingerprints if results.snapshot else {}
-    version = results.snapshot.version if results.snapshot else None
-    digest = settings.rules_digest()
-    table_id = results.snapshot.table_id if results.snapshot else None
-    declared = frozenset(settings.app_ids)
-
-    def apps(hour: datetime) -> str | None:
-        if not declared:
-            return None
-        if results.app_ids is None:
-            return joined(declared)
-        before = recorded[hour].app_ids if hour in recorded else None
-        return joined(((before or frozenset()) | set(results.app_ids)) & declared)
-
-    def read(hour: datetime) -> tuple[str, int | None, str | None, str | None]:
-        fingerprint = fingerprints.get(hour, "")
-        if results.app_ids is None:
-            return fingerprint, version, digest, table_id
-        kept = catch_up_record(recorded.get(hour), fingerprint, version, digest)
-        same = hour not in recorded or kept == (fingerprint, version, digest)
-        return (*kept, table_id if same else recorded[hour].table_id)
-
-    rows = [(hour, fingerprint, rules, results.read_at, run_id, source_version, apps(hour), read_from)
-            for hour in hours_between(results.start, results.end)
-            for fingerprint, source_version, rules, read_from in [read(hour)]]
-    return warehouse.spark.createDataFrame(rows, LEDGER_SCHEMA)
-
-
-def verdicts_of_maintenance(warehouse: WarehouseResource, results: HourlyResults) -> DataFrame | None:
-    """Ledger rows for the hours outside the window that only source maintenance changed since
-    they were processed (`progress.maintenance_verdicts`); None when there is none."""
-    rows = maintenance_verdicts(warehouse.settings, (results.start, results.end))
-    return warehouse.spark.createDataFrame(rows, LEDGER_SCHEMA) if rows else None

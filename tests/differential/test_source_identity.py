@@ -56,7 +56,7 @@ def test_hours_only_compaction_changed_are_recorded_so_the_logs_clean_up_runs_no
     from incremental_assets import runner
     from incremental_assets.names import HOUR_LEDGER
     from incremental_assets.settings import Settings
-    from incremental_assets.state import progress
+    from incremental_assets.state import hour_ledger
     from resources.tables import read_delta_arrow
 
     source = str(tmp_path / "events")
@@ -76,8 +76,8 @@ def test_hours_only_compaction_changed_are_recorded_so_the_logs_clean_up_runs_no
         if int(commit.stem) < table.version():
             commit.unlink()
     read = []
-    real = progress.hours_changed_by_commits
-    monkeypatch.setattr(progress, "hours_changed_by_commits", lambda *args: read.append(args) or real(*args))
+    real = hour_ledger.hours_changed_by_commits
+    monkeypatch.setattr(hour_ledger, "hours_changed_by_commits", lambda *args: read.append(args) or real(*args))
     plan = plan_at(at(2, 5))
     assert plan.ranges == [] and plan.hours.changed == [], plan.describe()
     assert read == [], "the plan followed the log for hours already verified"

@@ -9,7 +9,7 @@ from deltalake import write_deltalake
 
 from incremental_assets.names import HOUR_LEDGER
 from incremental_assets.settings import Settings
-from incremental_assets.state.progress import processed_hours, recorded_hours
+from incremental_assets.state.hour_ledger import processed_hours, recorded_hours
 
 H1, H2 = datetime(2026, 1, 5, 1, tzinfo=timezone.utc), datetime(2026, 1, 5, 2, tzinfo=timezone.utc)
 
