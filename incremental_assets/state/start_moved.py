@@ -27,28 +27,21 @@ from datetime import date
 from pyspark.sql import functions as F
 
 from incremental_assets.names import (
-    ATTRIBUTE_STATES,
-    BASE_EVENTS,
-    DAILY_AGGREGATES,
     DAY_LEDGER,
-    EVENT_COPIES,
-    FILTERED_COUNTS,
-    FILTERED_EVENTS,
     HOUR_LEDGER,
     LIFECYCLE,
-    REJECTED_EVENTS,
     SESSIONS_TO_REFILTER,
     USERS_TO_REFRESH,
 )
+from incremental_assets.state.contract import RowsBeforeStart, tables_removed_before_start
 from incremental_assets.state.progress import BeforeStart, before_start
 from incremental_assets.state.users_to_refresh import queued
 from resources.warehouse import WarehouseResource
 
-# Tables keyed by load time, and the column their rows are removed by.
-LOAD_TIME_TABLES = ((BASE_EVENTS, "load_tstamp"), (EVENT_COPIES, "load_tstamp"), (REJECTED_EVENTS, "load_hour_tstamp"),
-                    (FILTERED_EVENTS, "load_tstamp"), (FILTERED_COUNTS, "load_hour_tstamp"))
-# Tables keyed by event day whose rows feed the attributes: the states after the daily rows.
-DAY_TABLES = (DAILY_AGGREGATES, ATTRIBUTE_STATES)
+# Tables keyed by load time, and the column their rows are removed by; tables keyed by event
+# day whose rows feed the attributes (the states after the daily rows): `state.contract`.
+LOAD_TIME_TABLES = tables_removed_before_start(RowsBeforeStart.LOAD_TIME)
+DAY_TABLES = tuple(name for name, _ in tables_removed_before_start(RowsBeforeStart.EVENT_DAY))
 
 
 def _remove_before(warehouse: WarehouseResource, name: str, column: str, end) -> None:
