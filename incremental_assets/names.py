@@ -46,10 +46,11 @@ WAREHOUSE_TABLES = (*ALL_TABLES, PLANS)
 TABLE_PARTITIONS = {BASE_EVENTS: ("load_date",), EVENT_COPIES: ("load_date",), FILTERED_EVENTS: ("event_date",),
                     DAILY_AGGREGATES: ("event_date",), ATTRIBUTE_STATES: ("event_date",)}
 
-# The concurrency pool of the hourly step (it reads and rewrites session state): a production
-# instance limits it to one step at a time (deploy/dagster.yaml).
 # The rows a materialization shows of a table it wrote (quarantined sessions).
 PREVIEW_ROWS = 20
+
+# The concurrency pool of the hourly step (it reads and rewrites session state): a production
+# instance limits it to one step at a time (deploy/dagster.yaml).
 
 HOURLY_POOL = "hourly_sessions"
 # The manifest item every hourly step claims with its hours, so that one runs at a time on any

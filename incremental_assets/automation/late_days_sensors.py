@@ -1,7 +1,7 @@
 """After the load hours: rebuild the event days, then attributes.
 
 - `late_days_sensor` (every minute): once no hourly or daily run is going, plans the event days
-  from the daily ledger (`ledger.plan_late_days`: every day with unaccounted rows, whatever
+  from the daily ledger (`day_ledger.plan_late_days`: every day with unaccounted rows, whatever
   hour touched it, so a lost plan is made again) and requests one `daily_job` run per
   contiguous range of days; a day after the last daily partition that exists (tomorrow's) waits.
 - `attributes_sensor` (and `attributes_after_failure_sensor`): once every `daily_job` run of one

@@ -1,6 +1,6 @@
 """The event-day steps: daily_aggregates over a range of event days, and attributes.
 
-Each is one transaction (`StepTransaction`): claim, compute (`daily_steps`), the writes in the
+Each is one transaction (`StepTransaction`): claim, compute (`daily_compute`), the writes in the
 declared order, close, and for the days their ledger rows last. The queue of users to refresh
 comes before the rows it describes: a crash in between only queues a user twice.
 """

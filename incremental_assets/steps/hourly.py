@@ -1,6 +1,6 @@
 """The hourly step: one transaction over load hours [start, end) for the four load-hour assets.
 
-Claim, compute (`hourly_step.compute`), check (`event_id_check`), the writes in the order of
+Claim, compute (`hourly_compute.compute`), check (`event_id_check`), the writes in the order of
 `HOURLY_STEP`, close, ledger markers. A crash anywhere leaves what the next run needs to redo
 it: the changed sessions stay queued until their filtered rows are written, a catch-up's hours
 are due again for every app before its first write, and the hours' ledger rows, which the

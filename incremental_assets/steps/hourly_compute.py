@@ -1,5 +1,5 @@
-"""One hourly run over load hours [start, end): what it reads, what it computes, what it writes
-(docs/rules.md 2-5). The asset (`assets/hourly.py`) hands the results to the IO manager.
+"""What the hourly step (`steps/hourly.py`) reads and computes over load hours [start, end)
+(docs/rules.md 2-5); the step writes it.
 
 1. The source's rows of the window, at the version its fingerprints were taken from, but
    those of erased users (`forget`) and of hours an operator skipped.
