@@ -51,7 +51,6 @@ PREVIEW_ROWS = 20
 
 # The concurrency pool of the hourly step (it reads and rewrites session state): a production
 # instance limits it to one step at a time (deploy/dagster.yaml).
-
 HOURLY_POOL = "hourly_sessions"
 # The manifest item every hourly step claims with its hours, so that one runs at a time on any
 # instance (a pool only holds where the instance configures it); released when the step ends.
