@@ -2,6 +2,7 @@
 hourly_job for the oldest load hours whose data differs from what they were processed from.
 Each run applies the first range of a plan the sensor shows (the `plans` observation), named
 by its tags; the run records it (`plans`) when it starts, so the tick itself writes nothing.
+Each tick also tells the catalog of the source's hours and of the work due (source_status.py).
 
 Which hours run is `progress.plan_load_hours`, the rule `incremental-assets run` uses too; the
 truth is the ledger of processed hours, so the sensor keeps no cursor.
