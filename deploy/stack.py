@@ -275,9 +275,14 @@ class Stack:
                 "DAGSTER_PG_URL": self.pg_url, **self.spark_client_env(), "PYSPARK_PYTHON": sys.executable,
                 "NO_PROXY": HOST, "no_proxy": HOST, **self.object_store_env()}
 
-    def start_dagster(self) -> None:
+    def start_dagster(self, instance_settings: dict[str, dict] | None = None) -> None:
+        """The webserver and the daemon on deploy/dagster.yaml, each section of `instance_settings`
+        (e.g. {"run_monitoring": {"max_runtime_seconds": 60}}) updating that section's keys."""
         self.dagster_home.mkdir(parents=True, exist_ok=True)
-        shutil.copy(REPO / "deploy" / "dagster.yaml", self.dagster_home / "dagster.yaml")
+        instance = yaml.safe_load((REPO / "deploy" / "dagster.yaml").read_text())
+        for section, values in (instance_settings or {}).items():
+            instance[section] = {**instance.get(section, {}), **values}
+        (self.dagster_home / "dagster.yaml").write_text(yaml.safe_dump(instance, sort_keys=False))
         self.webserver_port = free_port()
         env = self.dagster_env()
         bin_dir = Path(sys.executable).parent
@@ -290,10 +295,11 @@ class Stack:
     # -- the whole stack ----------------------------------------------------------
     @classmethod
     def up(cls, directory: Path, env: dict[str, str] | None = None, *, spark_connect: bool = True,
-           object_store: bool = False) -> "Stack":
+           object_store: bool = False, instance_settings: dict[str, dict] | None = None) -> "Stack":
         """Start every component; on any failure, stop what was started and raise. With
         `spark_connect` (production's way, the default) the runs reach Spark through a Connect
-        server; without it each run is a driver of its own on the master."""
+        server; without it each run is a driver of its own on the master. `instance_settings`
+        changes sections of deploy/dagster.yaml (`start_dagster`)."""
         directory.mkdir(parents=True, exist_ok=True)
         if (previous := cls.load(directory)) is not None and previous.running():
             raise RuntimeError(f"a stack already runs from {directory}: `python -m deploy.stack down` first")
@@ -307,7 +313,7 @@ class Stack:
             stack.start_spark()
             if spark_connect:
                 stack.start_connect()
-            stack.start_dagster()
+            stack.start_dagster(instance_settings)
         except BaseException:
             stack.down()
             raise

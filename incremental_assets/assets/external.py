@@ -1,8 +1,9 @@
 """Tables the catalog shows but no step materializes: the source (lineage starts at the
 events) and the pipeline's state tables, each linked to the asset whose step writes it. Each is
-observed where it changes: the source by hourly_load_sensor (when it launches a run, one
-observation per load hour of the run and per other hour due, with the hour's fingerprint as its
-data version), the state tables by the manifest IO manager when a step writes them.
+reported where it changes: the source by hourly_load_sensor (each closed load hour that holds
+data as its loader's materialization, with its rows and the hour's fingerprint as its data
+version: automation/source_status.py), the state tables by the manifest IO manager, which
+observes them when a step writes them.
 """
 
 from dagster import AssetSpec
@@ -35,8 +36,8 @@ from incremental_assets.partitions import LOAD_SETTINGS, hourly_partitions
 source_events = AssetSpec(
     SOURCE_EVENTS, partitions_def=hourly_partitions, group_name="source", kinds={"delta"}, owners=OWNERS,
     description="The raw behavioural events (Snowplow atomic events) at INCREMENTAL_SOURCE_PATH, by load hour. "
-                "Written by the collector's loader, not here; hourly_load_sensor observes each load hour due "
-                "when it launches a run (data version: the hour's fingerprint).",
+                "Written by the collector's loader, not here; hourly_load_sensor reports each closed load hour "
+                "that holds data as materialized, with its rows (data version: the hour's fingerprint).",
     metadata=table_metadata(SOURCE_EVENTS, LOAD_SETTINGS.source))
 
 # Each state table: what it holds, and the assets whose step writes it.
@@ -84,6 +85,7 @@ plans_table = AssetSpec(
     description="Every plan made (`incremental-assets plan`, plan_job, forget_job, and hourly_load_sensor for each "
                 "run it launches, recorded by that run), by id: the load hours, event days, rows and estimated "
                 "seconds it recomputes, each with why. Each observation shows one plan in full; a run applying "
-                "a plan carries its id (incremental/plan_id).")
+                "a plan carries its id (incremental/plan_id). The latest observation of hourly_load_sensor shows "
+                "the work due now (trigger `due`), with what `incremental-assets limits` prints.")
 
 EXTERNAL_ASSETS = [source_events, *state_tables, plans_table]

@@ -2,6 +2,7 @@
 hourly_job for the oldest load hours whose data differs from what they were processed from.
 Each run applies the first range of a plan the sensor shows (the `plans` observation), named
 by its tags; the run records it (`plans`) when it starts, so the tick itself writes nothing.
+Each tick also tells the catalog of the source's hours and of the work due (source_status.py).
 
 Which hours run is `progress.plan_load_hours`, the rule `incremental-assets run` uses too; the
 truth is the ledger of processed hours, so the sensor keeps no cursor.
@@ -13,27 +14,26 @@ from datetime import datetime, timedelta, timezone
 
 from dagster import (
     AssetKey,
-    AssetObservation,
     DagsterRun,
     DagsterRunStatus,
-    MetadataValue,
     RunRequest,
     RunsFilter,
     SensorEvaluationContext,
     SensorResult,
     SkipReason,
-    TableColumn,
-    TableSchema,
     sensor,
 )
 from dagster._core.execution.backfill import BulkActionStatus  # not exported at top level
 
 from incremental_assets.automation.jobs import hourly_job
-from incremental_assets.automation.plan_job import plan_observation
+from incremental_assets.automation.source_status import (
+    changed_due_observation,
+    due_observation,
+    source_hour_reports,
+)
 from incremental_assets.automation.status import SENSOR_STATUS
 from incremental_assets.names import (
     APPLIED_PLAN_TAG,
-    DATA_VERSION_TAG,
     HOURLY_ASSETS,
     LAUNCH_TAG,
     RANGE_END_TAG,
@@ -43,12 +43,11 @@ from incremental_assets.names import (
     RUN_KEY_TAG,
     RUN_LIMITS_TAG,
     RUN_STATE_TAG,
-    SOURCE_EVENTS,
     SOURCE_VERSION_TAG,
 )
 from incremental_assets.operator.plans import due_plan
 from incremental_assets.partitions import LOAD_SETTINGS
-from incremental_assets.planning.hours import hour_key, hour_keys, hours_between
+from incremental_assets.planning.hours import hour_keys, hours_between
 from incremental_assets.process_memory import keep_long_lived_out_of_collections
 from incremental_assets.settings import parse_utc_datetime
 from incremental_assets.sources.load_hours import source_snapshot
@@ -86,21 +85,40 @@ def work_in_progress(instance, job_names: set[str], asset_keys: frozenset[AssetK
 
 
 def hourly_run_request(warehouse: WarehouseResource, *, now: datetime, instance) -> SensorResult:
-    """One evaluation of hourly_load_sensor: at most one ranged run of hourly_job."""
+    """One evaluation of hourly_load_sensor: at most one ranged run of hourly_job, with what the
+    catalog shows of the source's hours and of the work due (automation/source_status.py)."""
     settings = warehouse.settings
-    snapshot = source_snapshot(settings.source, first_load_hour(settings), now)
+    since = first_load_hour(settings)
+    snapshot = source_snapshot(settings.source, since, now)
     if snapshot is None:
         return SensorResult(skip_reason=SkipReason(
             f"no table at the source path {settings.source} (INCREMENTAL_SOURCE_PATH): nothing to watch"))
+    reports = source_hour_reports(instance, snapshot, since=since, now=now)
     busy = work_in_progress(instance, {hourly_job.name}, HOURLY_KEYS)
     if busy:
-        return SensorResult(skip_reason=SkipReason(f"waiting for {busy} to finish"))
+        return SensorResult(skip_reason=SkipReason(f"waiting for {busy} to finish"), asset_events=reports)
+    result = next_run_request(warehouse, now=now, instance=instance, snapshot=snapshot)
+    return SensorResult(run_requests=result.run_requests, skip_reason=result.skip_reason,
+                        asset_events=[*reports, *result.asset_events])
+
+
+def next_run_request(warehouse: WarehouseResource, *, now: datetime, instance, snapshot) -> SensorResult:
+    """The run of the oldest hours due, unless it was launched already; else why not. Either way
+    the work due, when it changed."""
+    settings = warehouse.settings
     manifest = warehouse.manifest.snapshot()
     plan = plan_load_hours(settings, now=now, manifest=manifest, snapshot=snapshot,
                            lock_released=abandoned_lock_check(instance, settings.max_lock_age_hours))
+
+    def skip(reason: str) -> SensorResult:
+        hours_due = bool(plan.hours.due or plan.hours.deferred or plan.hours.waiting)
+        return SensorResult(skip_reason=SkipReason(reason), asset_events=changed_due_observation(
+            instance, settings, now, hours_due=hours_due,
+            plan_due=lambda: due_plan(settings, now, manifest=manifest, snapshot=snapshot, due=plan)))
+
     if plan.next_run() is None:
         why = "nothing to run" if plan.blocked or plan.hours.waiting else "no new data in a closed load hour"
-        return SensorResult(skip_reason=SkipReason(f"{why}: {plan.describe()}"))
+        return skip(f"{why}: {plan.describe()}")
     start, end, app_ids = plan.next_run()
     first, last = hour_keys(start, end)
     # The range, the data it holds and the manifest: the same request twice is dropped.
@@ -110,16 +128,15 @@ def hourly_run_request(warehouse: WarehouseResource, *, now: datetime, instance)
     launch = f"hourly {first}...{last}{apps} data-{data} manifest-v{manifest.version()}"
     earlier = earlier_runs(instance, launch)
     if any(run.status not in ENDED_UNSUCCESSFULLY for run in earlier):
-        return SensorResult(skip_reason=SkipReason(
-            f"load hours {first} .. {last} were already launched with this data and manifest "
-            f"(run key {launch!r}); waiting for new data or a manifest change"))
+        return skip(f"load hours {first} .. {last} were already launched with this data and manifest "
+                    f"(run key {launch!r}); waiting for new data or a manifest change")
     # Every earlier run failed before its claim (a claim changes the manifest, so the launch):
     # launched again under a new run key, which Dagster does not drop, once the wait is over.
     again_at = relaunch_at([requested_at(run) for run in earlier], LOAD_SETTINGS.sensor_interval_seconds)
     if again_at is not None and now < again_at:
-        return SensorResult(skip_reason=SkipReason(
-            f"load hours {first} .. {last} failed {len(earlier)} time(s) before claiming anything with this "
-            f"data and manifest (last run {earlier[0].run_id}); launched again from {again_at:%Y-%m-%d %H:%M:%S}"))
+        return skip(f"load hours {first} .. {last} failed {len(earlier)} time(s) before claiming anything with "
+                    f"this data and manifest (last run {earlier[0].run_id}); launched again from "
+                    f"{again_at:%Y-%m-%d %H:%M:%S}")
     run_key = launch if not earlier else f"{launch} attempt-{len(earlier) + 1}"
     # The run carries out the first range of a plan: its id on the run names every hour and day
     # due with why, and the estimate. The tick only shows it (on the `plans` observation, which
@@ -132,9 +149,7 @@ def hourly_run_request(warehouse: WarehouseResource, *, now: datetime, instance)
         REASON_TAG: plan.reason() if app_ids is None else f"catching up: {plan.catch_up.runs[0].describe()}",
         SOURCE_VERSION_TAG: str(snapshot.version), APPLIED_PLAN_TAG: shown.plan_id, **catch_up_tags(app_ids),
         LAUNCH_TAG: launch, REQUESTED_AT_TAG: now.isoformat(),
-    })], asset_events=[*source_observations(snapshot, [*hours_between(start, end), *plan.hours.due,
-                                                       *plan.hours.deferred, *plan.hours.waiting]),
-                       plan_observation(shown)])
+    })], asset_events=[due_observation(settings, shown, now)])
 
 
 def earlier_runs(instance, launch: str) -> list[DagsterRun]:
@@ -160,19 +175,6 @@ def relaunch_at(failed: list[datetime | None], interval_seconds: int) -> datetim
         return None
     wait = min(timedelta(seconds=interval_seconds) * 2 ** (len(failed) - 1), RELAUNCH_WAIT_MAX)
     return max(times) + wait
-
-
-def source_observations(snapshot, hours: list[datetime]) -> list[AssetObservation]:
-    """The source's load hours the run will process, and every other hour due (later runs'),
-    each observed with its fingerprint as its data version (an hour whose files change gets a
-    new one): the catalog shows the loaded hours, processed or due, apart from the empty ones."""
-    columns = {"columns": MetadataValue.json(snapshot.columns),
-               "dagster/column_schema": TableSchema(columns=[TableColumn(name, kind)
-                                                             for name, kind in snapshot.columns.items()])} \
-        if snapshot.columns else {}
-    return [AssetObservation(SOURCE_EVENTS, partition=hour_key(hour), tags={DATA_VERSION_TAG: fingerprint},
-                             metadata={"fingerprint": fingerprint, "source_version": str(snapshot.version), **columns})
-            for hour in sorted(set(hours)) if (fingerprint := snapshot.fingerprints.get(hour))]
 
 
 @sensor(

@@ -11,16 +11,18 @@ from datetime import date, datetime, timezone
 from dagster import AssetObservation, Config, Failure, MetadataValue, OpExecutionContext, job, op
 
 from incremental_assets.names import PLAN_JOB, PLANS
+from incremental_assets.operator.operations import describe_limits
 from incremental_assets.operator.plans import PLAN_JSON, as_json, describe, make_plan, record_plan
 from incremental_assets.planning.plans import Plan
 from incremental_assets.settings import parse_utc_datetime
 from resources.warehouse import WarehouseResource
 
 
-def plan_observation(plan: Plan) -> AssetObservation:
+def plan_observation(plan: Plan, *, limits: str | None = None, extra: dict | None = None) -> AssetObservation:
     """The plan as an observation of the `plans` asset (a figure the plan lacks is left out), with
     the plan itself (`plan_json`): a run that applies a plan the sensor only showed records it
-    from there (`plans.record_observed_plan`)."""
+    from there (`plans.record_observed_plan`). `limits`: what `incremental-assets limits` prints
+    at the plan's time, shown beside it."""
     figures = {"plan_id": plan.plan_id, "trigger": plan.trigger, "until": plan.until.isoformat(),
                "source_version": plan.source_version, "load_hours": len(plan.hours), "event_days": len(plan.days),
                "runs": plan.runs, "source_rows": plan.rows,
@@ -28,6 +30,7 @@ def plan_observation(plan: Plan) -> AssetObservation:
     return AssetObservation(PLANS, metadata={
         **{name: value for name, value in figures.items() if value is not None},
         "plan": MetadataValue.md(f"```\n{describe(plan, full=True)}\n```"),
+        **({"limits": MetadataValue.md(f"```\n{limits}\n```")} if limits is not None else {}), **(extra or {}),
         PLAN_JSON: MetadataValue.json(json.loads(as_json(plan)))})
 
 
@@ -64,7 +67,7 @@ def plan_op(context: OpExecutionContext, config: PlanConfig, warehouse: Warehous
         raise Failure(description=str(exc)) from None
     record_plan(warehouse.settings, plan, datetime.now(timezone.utc))
     context.log.info(describe(plan))
-    context.log_event(plan_observation(plan))
+    context.log_event(plan_observation(plan, limits=describe_limits(warehouse.settings, now)))
 
 
 @job(name=PLAN_JOB, description="What the next runs (or a restatement) will recompute, with rows, days and cost, "

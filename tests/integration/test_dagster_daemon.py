@@ -311,13 +311,14 @@ def test_a_graphql_backfill_then_the_sensors_in_the_daemon(deployment, events, m
         assert run.tags["incremental/run_state"] == "STANDARD"
         assert "new data" in run.tags["incremental/reason"]
 
-        # The source's hours the sensor launched are observed, each with its fingerprint as its
-        # data version (lineage starts at the events).
-        from incremental_assets.sources.load_hours import source_snapshot
+        # The source's hours that hold data are materialized partitions (by their loader, as the
+        # sensor reports them), each with its rows and its fingerprint (lineage starts at the events).
+        from incremental_assets.sources.load_hours import rows_by_hour, source_snapshot
 
-        fingerprints = source_snapshot(str(source), hour(6), hour(9)).fingerprints
-        tags, _ = ui_observation(port, "atomic_events", hour_key(6))
-        assert tags["dagster/data_version"] == fingerprints[hour(6)]
+        snapshot = source_snapshot(str(source), hour(6), hour(9))
+        shown = ui_metadata(port, "atomic_events", hour_key(6))
+        assert shown["fingerprint"] == snapshot.fingerprints[hour(6)]
+        assert shown["dagster/partition_row_count"] == rows_by_hour(str(source), snapshot.version, [hour(6)])[hour(6)]
 
         # Once every run is done: each day's numbers and the tables' totals equal the tables.
         wait_for("every run to finish, and no new one for a sensor interval", lambda: settled(instance), processes,

@@ -12,6 +12,7 @@ from dagster import DagsterInstance
 from incremental_assets import cli
 from incremental_assets.names import BASE_EVENTS
 from incremental_assets.operator import plans
+from incremental_assets.operator.operations import describe_limits
 from incremental_assets.planning.processing_manifest import ItemStatus, State
 from incremental_assets.settings import Settings
 from incremental_assets.state.skipped_hours import skipped_hours
@@ -159,6 +160,9 @@ def test_plan_job_records_a_plan_and_shows_it_on_the_plans_asset(dagster_home, t
     assert shown.metadata["trigger"].value == plan.trigger == "restate 2026-01-05..2026-01-05"
     assert shown.metadata["load_hours"].value == len(plan.hours) == 24
     assert shown.metadata["plan"].value == f"```\n{plans.describe(plan, full=True)}\n```"
+    # Beside it, what `incremental-assets limits` prints at the plan's time.
+    limits = describe_limits(Settings.load(), datetime(2026, 1, 6, tzinfo=timezone.utc))
+    assert shown.metadata["limits"].value == f"```\n{limits}\n```"
 
     refused = plan_job(restate_first="2026-13-01", restate_last="2026-01-05")
     assert not refused.success

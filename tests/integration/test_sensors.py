@@ -136,6 +136,8 @@ def test_new_hours_run_once_and_hours_whose_files_change_run_again_however_old(e
     # 04:00 closes with data in it: launched alone, in a standard run.
     second = tick(instance, monkeypatch, at(5.1))
     assert hours_of(second) == (key(at(4)), key(at(4)))
+    for event in second.asset_events:  # stored by the daemon
+        instance.report_runless_asset_event(event)
     assert second.run_requests[0].tags["incremental/run_state"] == "STANDARD"
     mark_processed(source, at(4), at(5), run_id="run-2")
     assert not tick(instance, monkeypatch, at(5.2)).run_requests
@@ -148,8 +150,9 @@ def test_new_hours_run_once_and_hours_whose_files_change_run_again_however_old(e
     shown = launched_plan(instance, rerun)
     assert [(h.hour, h.reason, h.rows) for h in shown.hours] == [(at(1), "changed", 2)]
 
-    # The source asset is observed for the hours each request launches, the hour's
-    # fingerprint its data version: the hour whose files changed has a new one.
+    # The source's closed hours are reported as their loader's materializations once per
+    # version of their files, the hour's fingerprint its data version: after the first
+    # launches, only the hour whose files changed, with a new one.
     def versions(result) -> dict[str, str]:
         return {e.partition: e.tags["dagster/data_version"] for e in result.asset_events
                 if e.asset_key.path == ["atomic_events"]}
@@ -235,9 +238,9 @@ def test_hours_after_end_date_are_neither_run_nor_reconciled(env, monkeypatch):
     assert hours_of(tick(instance, monkeypatch, at(30.2))) == (key(at(25)), key(at(27)))
 
 
-def test_every_due_hour_is_observed_not_only_the_launched_ones(env, monkeypatch):
+def test_every_loaded_hour_is_reported_not_only_the_launched_ones(env, monkeypatch):
     # Two days of loads, one day a run: the request takes the first day; the catalog shows the
-    # second day's loaded hours as observed (due) too, each with its fingerprint.
+    # second day's loaded hours as materialized by their loader too, each with its fingerprint.
     source, instance = env
     monkeypatch.setenv("INCREMENTAL_BACKFILL_LIMIT_DAYS", "1")
     add_loads(source, at(1.5), at(10.5), at(30.5), at(40.5))
