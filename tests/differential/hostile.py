@@ -238,6 +238,10 @@ SOURCE_COLUMNS: list[tuple[str, pa.DataType]] = [
 ]
 
 
+# The table properties a new source gets: statistics on its time columns.
+SOURCE_CONFIGURATION = {"delta.dataSkippingStatsColumns": "load_tstamp,collector_tstamp,derived_tstamp"}
+
+
 def load_date(row: dict) -> dt.date | None:
     t = row.get("load_tstamp") or row.get("collector_tstamp")
     return t.astimezone(UTC).date() if t is not None else None
@@ -256,10 +260,9 @@ def write_source(path: str | Path, rows: list[dict], mode: str = "append", load_
     from deltalake import DeltaTable, write_deltalake
 
     creating = not DeltaTable.is_deltatable(str(path))
-    configuration = {"delta.dataSkippingStatsColumns": "load_tstamp,collector_tstamp,derived_tstamp"}
     write_deltalake(str(path), source_table(rows, load_date_of), mode=mode,
                     partition_by=["load_date"] if partitioned else None,
-                    configuration=configuration if creating else None)
+                    configuration=SOURCE_CONFIGURATION if creating else None)
 
 
 # Random sources

@@ -7,10 +7,12 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import shutil
+import threading
 from dataclasses import dataclass, field
 
+import pyarrow as pa
 import pyarrow.parquet as pq
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 from hypothesis import event
 from hypothesis import strategies as st
 
@@ -33,6 +35,17 @@ from tests.differential.test_differential import (
 )
 
 APP_IDS = (("web",), ("mobile",), ("web", "mobile"))
+# The warehouse tables an operator's action writes, which no run derives from the source.
+OPERATOR_RECORDS = ("erasure_requests", "skipped_load_hours")
+# An extra column of the source (a context field): passed through to the tables the rows reach.
+EXTRA = "ctx_score"
+EXTRA_TYPES = {"int": pa.int32(), "double": pa.float64()}
+
+
+def extra_value(row: dict, type_name: str):
+    """The extra column's value of a row: a whole number, with a fraction once the field is a double."""
+    whole = len(row.get("event_id") or "") + (row.get("domain_sessionidx") or 0)
+    return whole + 0.7 if type_name == "double" else whole
 
 
 @dataclass
@@ -51,6 +64,7 @@ class Lake:
     event_names: tuple = ()
     start_date: dt.datetime = START_DATE
     app_ids: tuple = ()
+    extra_type: str = "int"  # the type the source holds EXTRA in
     ran: bool = False  # a run succeeded since the source first held rows
 
     def use(self, monkeypatch) -> None:
@@ -68,14 +82,24 @@ class Lake:
         return dataclasses.replace(reference_settings(self.event_names), start_date=self.start_date,
                                    app_ids=self.app_ids)
 
-    def write(self, spark, rows: list[dict], staging) -> None:
+    def source_table(self, rows: list[dict]) -> pa.Table:
+        values = [extra_value(row, self.extra_type) for row in rows]
+        return hostile.source_table(rows).append_column(EXTRA, pa.array(values, EXTRA_TYPES[self.extra_type]))
+
+    def write(self, spark, rows: list[dict], staging, mode: str = "append") -> None:
+        """Appends `rows` (or, with mode "overwrite", rewrites the table with them, its schema too)."""
         if self.spark_source:
-            staged = str(staging / f"landing-{len(self.rows)}-{len(rows)}.parquet")
-            pq.write_table(hostile.source_table(rows), staged)
-            writer = spark.read.parquet(staged).write.format("delta").mode("append").partitionBy("load_date")
+            staged = str(staging / f"landing-{len(self.rows)}-{len(rows)}-{mode}.parquet")
+            pq.write_table(self.source_table(rows), staged)
+            writer = spark.read.parquet(staged).write.format("delta").mode(mode).partitionBy("load_date")
+            if mode == "overwrite":
+                writer = writer.option("overwriteSchema", "true")
             writer.option("delta.enableDeletionVectors", "true").save(self.path)
         else:
-            hostile.write_source(self.path, rows)
+            creating = not DeltaTable.is_deltatable(self.path)
+            write_deltalake(self.path, self.source_table(rows), mode=mode, partition_by=["load_date"],
+                            schema_mode="overwrite" if mode == "overwrite" else None,
+                            configuration=hostile.SOURCE_CONFIGURATION if creating else None)
 
     def land_until(self, spark, t: dt.datetime, staging) -> None:
         due = [row for landed, row in self.pending if landed <= t]
@@ -257,3 +281,100 @@ def erase(data, *, spark, instance, lake: Lake, t: dt.datetime) -> None:
     forget.request_erasure(settings, tables, forget.erased([("domain_userid", user)]), instance=instance, now=t)
     lake.erased_users.add(user)
 
+
+
+def concurrent_runs(data, *, monkeypatch, instance, lake: Lake, loaded, t: dt.datetime) -> None:
+    """Two runs at once: while the first run's hourly step holds its hours and the hourly turn,
+    another process backfills a load day by hand. The second's hourly run is refused when the
+    first holds some of that day's hours, else it waits for the turn and runs; then the runs
+    until `t` succeed."""
+    from dagster import DagsterInstance
+
+    from incremental_assets import runner
+    from incremental_assets.assets import hourly as hourly_asset
+    from incremental_assets.names import HOURLY_JOB, HOURLY_TURN
+    from resources import manifest_io_manager
+    from resources.manifest import ItemLockedError, ManifestStore
+
+    day = data.draw(st.sampled_from(sorted({h.date() for h in loaded})), label="day backfilled meanwhile")
+    met, second, reports = [], [], []
+    real_claim, real_compute = ManifestStore.claim, hourly_asset.compute
+
+    def claim(self, items, **kwargs):
+        try:
+            return real_claim(self, items, **kwargs)
+        except ItemLockedError as exc:
+            if threading.current_thread() is not threading.main_thread():
+                met.append(exc.item)  # the second run met the first's locked hours or its turn
+            raise
+
+    def backfill_meanwhile():
+        # Another process: a Dagster instance of its own, which does not know the first run.
+        reports.append(runner.backfill(day, day, instance=DagsterInstance.ephemeral(), echo=quiet, now=t))
+
+    def compute(*args, **kwargs):
+        if not second:
+            second.append(threading.Thread(target=backfill_meanwhile, name="second run"))
+            second[0].start()
+            while second[0].is_alive() and not met:
+                second[0].join(0.2)
+        return real_compute(*args, **kwargs)
+
+    with monkeypatch.context() as m:
+        m.setattr(ManifestStore, "claim", claim)
+        m.setattr(hourly_asset, "compute", compute)
+        m.setattr(manifest_io_manager, "TURN_WAIT_SECONDS", 5)  # 20 tries: the first's step ends well within
+        run(instance, t, expect_success=None)
+        if second:
+            second[0].join()
+    if not second:
+        return  # the first run computed no window
+    hourly = [r.success for r in reports[0].runs if r.job == HOURLY_JOB]
+    locked_hours = set(met[:1]) - {HOURLY_TURN}
+    event(f"concurrent run: the second {'refused' if locked_hours else 'waited for its turn' if met else 'ran'}")
+    # Refused at its claim, writing nothing, when the first holds its hours; else it runs.
+    assert hourly == ([False] if locked_hours else [True]), (met, reports[0].refused, reports[0].runs)
+
+
+def widen_a_column(spark, data, *, monkeypatch, instance, lake: Lake, staging, t: dt.datetime) -> None:
+    """A rewritten source gives the extra column a type the tables' cannot hold (int to double,
+    5 to 5.7): the runs stop naming the column and write nothing. The operator recovers as
+    docs/troubleshooting.md says: gives the column its old type in the source (and resolves the
+    failed items), or rebuilds the tables with the new type (drops them, keeping the operator's
+    records, and runs their load hours again)."""
+    held = _column_type(f"{lake.warehouse}/base_events", EXTRA)
+    lake.extra_type = "double"
+    lake.write(spark, lake.rows, staging, mode="overwrite")
+    report = run(instance, t, expect_success=None)
+    if held is None or not pa.types.is_integer(held):
+        return  # no table holds the column yet (or holds it as a double already): nothing to refuse
+    failures = " ".join(line for r in report.runs for line in r.failures)
+    assert not report.success and f"column {EXTRA} is int in the table but double in the rows" in failures, (
+        report.refused, report.runs)
+    if data.draw(st.booleans(), label="the column's old type given back (else the tables rebuilt)"):
+        event("column type: given back in the source")
+        lake.extra_type = "int"
+        lake.write(spark, lake.rows, staging, mode="overwrite")
+        resolve_all()
+        resolve_all("base_events@")
+    else:
+        event("column type: tables rebuilt")
+        drop_derived_tables(lake.warehouse)
+        lake.skipped_days.clear()  # the manifest that held the skipped days went with the tables
+    lake.use(monkeypatch)
+
+
+def _column_type(table: str, column: str) -> pa.DataType | None:
+    if not DeltaTable.is_deltatable(table):
+        return None
+    schema = pa.schema(DeltaTable(table).schema().to_arrow())
+    return schema.field(column).type if column in schema.names else None
+
+
+def drop_derived_tables(warehouse: str) -> None:
+    """Every table of the warehouse but the operator's records (erasures, skipped hours)."""
+    from pathlib import Path
+
+    for table in Path(warehouse).iterdir():
+        if table.is_dir() and table.name not in OPERATOR_RECORDS:
+            shutil.rmtree(table)

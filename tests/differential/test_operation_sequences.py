@@ -18,7 +18,12 @@ and, at each checkpoint, one thing a hostile operator or lake does happens befor
   checkpoint's rows land): it keeps that build's rows, the days around it go on;
 - `apply_after_a_commit`: a plan made and recorded, a source commit (an event deleted, or a
   compaction), then the plan applied: run as planned, or refused when the commit moved it;
-- `recreate_source`: the source table deleted and written again at its path (a new log).
+- `recreate_source`: the source table deleted and written again at its path (a new log);
+- `concurrent_run`: while a run's hourly step holds its hours and the hourly turn, another
+  process backfills a load day: it is refused (the day's hours are locked) or waits its turn;
+- `widen_a_column`: a rewritten source gives its extra column a type the tables' cannot hold
+  (int to double): the runs stop naming the column, and the operator gives the column its old
+  type back in the source, or drops the tables and runs them again with the new type.
 
 The source is either written by delta-rs or by Spark with deletion vectors on (as Databricks
 creates tables); an example declares attributes or not. After the last checkpoint every table
@@ -53,7 +58,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 CHECKPOINTS = (at(1, 6), at(3, 12), at(12), at(45))
 OPERATIONS = ("run", "backfill_a_day", "fail_then_resolve", "fail_then_skip", "delete", "compact", "narrow_filter",
               "erase", "move_start", "change_app_ids", "fail_app_catch_up", "skip_a_day", "apply_after_a_commit",
-              "recreate_source")
+              "recreate_source", "concurrent_run", "widen_a_column")
 # `make test-long`'s examples (SEQUENCE_EXAMPLES overrides it for a run by hand).
 LONG_EXAMPLES = int(os.environ.get("SEQUENCE_EXAMPLES", "8"))
 
@@ -86,6 +91,10 @@ def apply(operation: str, data, *, spark, instance, monkeypatch, lake: ops.Lake,
         ops.apply_after_a_commit(spark, data, instance=instance, lake=lake, t=t)
     elif operation == "recreate_source":
         ops.recreate(spark, lake, staging)
+    elif operation == "concurrent_run" and loaded:
+        ops.concurrent_runs(data, monkeypatch=monkeypatch, instance=instance, lake=lake, loaded=loaded, t=t)
+    elif operation == "widen_a_column":
+        ops.widen_a_column(spark, data, monkeypatch=monkeypatch, instance=instance, lake=lake, staging=staging, t=t)
     ops.run(instance, t)
     lake.ran = True
 
