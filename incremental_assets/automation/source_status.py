@@ -26,7 +26,7 @@ from dagster import (
 
 from incremental_assets.automation.plan_job import plan_observation
 from incremental_assets.names import DATA_VERSION_TAG, PLANS, SOURCE_EVENTS
-from incremental_assets.operations import describe_limits
+from incremental_assets.operator.operations import describe_limits
 from incremental_assets.planning.hours import floor_hour, hour_key, parse_hour_key
 from incremental_assets.planning.plans import Plan
 from incremental_assets.planning.source_reports import NO_FILES, hours_to_report

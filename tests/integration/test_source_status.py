@@ -7,7 +7,7 @@ prints) on the `plans` asset, whenever it changed. No Spark: the source is writt
 from dagster import AssetKey, DagsterEvent, DagsterEventType
 
 from incremental_assets.names import APPLIED_PLAN_TAG, PLANS
-from incremental_assets.operations import describe_limits
+from incremental_assets.operator.operations import describe_limits
 from incremental_assets.settings import Settings
 from tests.integration.test_sensors import add_loads, at, key, launched, mark_processed, tick
 
