@@ -32,6 +32,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError
 
 from incremental_assets.planning.hours import HOUR, floor_hour
+from incremental_assets.sources.file_statistics import LoadStatistics, footer_load_statistics, places_every_row
 from incremental_assets.sources.schema import PARTITION_COLUMN
 from resources.object_store import filesystem
 from resources.tables.delta_log import UnreadableTableFeature, features_delta_rs_refuses
@@ -223,17 +224,37 @@ def _delta_files(table: DeltaTable) -> list[_File]:
             column("path"), column("size_bytes"), column("num_records"), column(f"partition.{PARTITION_COLUMN}"),
             column(f"min.{load}"), column(f"max.{load}"), column(f"null_count.{load}"),
             column(f"min.{collector}"), column(f"max.{collector}"), column(f"null_count.{collector}")):
-        if holds_no_load_time(rows, nulls, c_nulls):
+        uri = _file_uri(table.table_uri, path)
+        placed = _placed(uri, _as_date(day), rows, LoadStatistics(low, high, nulls, c_low, c_high, c_nulls),
+                         load_columns)
+        if placed is None:
             continue  # its rows have no load hour: never read (docs/rules.md 1)
-        first, last = file_hours(day, low, high, nulls, c_low, c_high)
         # A delete by deletion vector keeps the file (path, size, rows): the rows it hides are
         # part of the file's identity, or the delete would never re-run its hours.
         hidden = deleted.get(_file_name(path))
         hides = hidden.rows if hidden else 0
+        first, last, hours = placed
         files.append(_File(f"{path}|{size}|{rows}" + (f"|-{hides}:{hidden.which}" if hides else ""), first, last,
-                           _as_date(day), _hours_if_wide(table.table_uri, path, first, last, load_columns),
-                           None if rows is None else rows - hides, _file_uri(table.table_uri, path)))
+                           _as_date(day), hours, None if rows is None else rows - hides, uri))
     return files
+
+
+def _placed(uri: str, day: date | None, rows: int | None, logged: LoadStatistics, load_columns: tuple[str, str]
+            ) -> tuple[datetime | None, datetime | None, frozenset[datetime] | None] | None:
+    """The first and last load hour a data file may hold, and its hours when they were read from
+    it; None when none of its rows has a load time. From the log's statistics, else the file's
+    footer, else the file's load-time columns: a `load_date` folder may be a loader's local
+    date, so without bounds its day does not say which hours the file holds."""
+    stats = logged if places_every_row(logged) else footer_load_statistics(uri, load_columns)
+    if stats is None:
+        hours = hours_in_file(uri, load_columns)
+        if hours is None:  # unreadable: the day of its folder, or any hour
+            return *file_hours(day, None, None, None, None, None), None
+        return (min(hours), max(hours), hours) if hours else None
+    if holds_no_load_time(rows, stats.nulls, stats.c_nulls):
+        return None
+    first, last = file_hours(day, stats.low, stats.high, stats.nulls, stats.c_low, stats.c_high)
+    return first, last, _hours_if_wide(uri, first, last, load_columns)
 
 
 # A file whose statistics span more than this may hold any hour between: its own hours are read
@@ -246,11 +267,11 @@ def _file_uri(table_uri: str, path: str) -> str:
     return f"{table_uri.rstrip('/')}/{unquote(path)}" if "://" not in path else path
 
 
-def _hours_if_wide(table_uri: str, path: str, first: datetime | None, last: datetime | None,
+def _hours_if_wide(uri: str, first: datetime | None, last: datetime | None,
                    load_columns: tuple[str, str]) -> frozenset[datetime] | None:
     if first is None or last is None or last - first <= WIDE_FILE_SPAN:
         return None
-    return hours_in_file(_file_uri(table_uri, path), load_columns)
+    return hours_in_file(uri, load_columns)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -390,19 +411,23 @@ def _action_hours(action: dict, table_uri: str, names: dict[str, str]) -> list[d
     day = date.fromisoformat(day_text) if day_text else None
     stats = json.loads(action["stats"]) if action.get("stats") else {}
     low, high, nulls = (stats.get(k) or {} for k in ("minValues", "maxValues", "nullCount"))
-    if holds_no_load_time(stats.get("numRecords"), nulls.get(load), nulls.get(collector)):
-        return []  # rows without a load hour are never read
 
     def instant(values: dict, column: str) -> datetime | None:
         return datetime.fromisoformat(values[column]) if values.get(column) else None
 
-    first, last = file_hours(day, instant(low, load), instant(high, load), nulls.get(load),
-                             instant(low, collector), instant(high, collector))
-    if first is None or last is None:
-        return None
-    if last - first > WIDE_FILE_SPAN:
-        held = hours_in_file(f"{table_uri.rstrip('/')}/{unquote(action['path'])}", load_columns)
-        return sorted(held) if held is not None else None
+    logged = LoadStatistics(instant(low, load), instant(high, load), nulls.get(load),
+                            instant(low, collector), instant(high, collector), nulls.get(collector))
+    # A file the log cannot place, gone now (a remove after a vacuum), may have held any hour:
+    # its folder's day may be a loader's local date.
+    placed = _placed(_file_uri(table_uri, action["path"]), day if places_every_row(logged) else None,
+                     stats.get("numRecords"), logged, load_columns)
+    if placed is None:
+        return []  # rows without a load hour are never read
+    first, last, held = placed
+    if held is not None:
+        return sorted(held)
+    if first is None or last is None or last - first > WIDE_FILE_SPAN:
+        return None  # a wide file that could not be read
     return [first + i * HOUR for i in range((last - first) // HOUR + 1)]
 
 
