@@ -18,6 +18,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
@@ -58,6 +59,9 @@ class SourceSnapshot:
     # The Delta log's table id (its `metaData.id`): a table deleted and written again at the
     # path, or another table, has another id and a log whose versions mean other files.
     table_id: str | None = None
+    # Whether a file in a `load_date` folder without a date (null, or text that is no date) may
+    # hold an hour asked for: the reader then reads those folders too.
+    undated_folders: bool = False
 
 
 @dataclass(frozen=True)
@@ -106,9 +110,10 @@ def source_snapshot(path: str, since: datetime, until: datetime) -> SourceSnapsh
     if DeltaTable.is_deltatable(path):
         table = DeltaTable(path)
         files = _delta_files(table)
+        partitioned = PARTITION_COLUMN in table.metadata().partition_columns
         return SourceSnapshot(path, table.version(), _fingerprints(files, since, until), _columns(table),
                               _partition_days(files, since, until), _rows_estimate(files, since, until),
-                              table.metadata().id)
+                              table.metadata().id, partitioned and _undated_files(files, since, until))
     files = _parquet_files(path)
     if files is None:
         return None
@@ -211,6 +216,10 @@ def _partition_days(files: list[_File], since: datetime, until: datetime) -> tup
     return (min(days), max(days)) if days else None
 
 
+def _undated_files(files: list[_File], since: datetime, until: datetime) -> bool:
+    return any(file.day is None and _hours_held(file, since, until) for file in files)
+
+
 def _delta_files(table: DeltaTable) -> list[_File]:
     actions = pa.table(table.get_add_actions(flatten=True))
 
@@ -304,10 +313,21 @@ def _load_times(uri: str, load_columns: tuple[str, str]) -> pa.ChunkedArray | No
     return load_times
 
 
+# A `load_date` value of text is the day it names only in this form.
+ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
 def _as_date(value) -> date | None:
+    """A `load_date` partition value as a date; None when null or text that is no date (its
+    files are placed by their load times alone)."""
     if value is None or isinstance(value, date):
         return value
-    return date.fromisoformat(str(value))
+    if not ISO_DATE.fullmatch(str(value)):
+        return None  # only what the reader reads as a date (`fromisoformat` takes other forms too)
+    try:
+        return date.fromisoformat(str(value))
+    except ValueError:
+        return None
 
 
 def _file_name(path: str) -> str:
@@ -407,8 +427,7 @@ def _action_hours(action: dict, table_uri: str, names: dict[str, str]) -> list[d
     """The load hours an add or remove action's file may hold; None when unknown. `names`: each
     column's physical name, under which the action keeps its partition values and statistics."""
     load, collector = load_columns = tuple(names.get(column, column) for column in LOAD_COLUMNS)
-    day_text = (action.get("partitionValues") or {}).get(names.get(PARTITION_COLUMN, PARTITION_COLUMN))
-    day = date.fromisoformat(day_text) if day_text else None
+    day = _as_date((action.get("partitionValues") or {}).get(names.get(PARTITION_COLUMN, PARTITION_COLUMN)))
     stats = json.loads(action["stats"]) if action.get("stats") else {}
     low, high, nulls = (stats.get(k) or {} for k in ("minValues", "maxValues", "nullCount"))
 

@@ -56,6 +56,7 @@ class Feature:
     widen: str | None = None  # a column the second batch writes as bigint (after the ALTER in `between`)
     ntz_column: str | None = None  # an extra timestamp_ntz column every batch carries
     load_date_of: Callable[[dict], dt.date | None] = hostile.load_date  # a row's load_date partition value
+    load_date_type: str = "date"  # the load_date column's type in the source
 
 
 def _loaders_local_date(row: dict) -> dt.date:
@@ -64,7 +65,14 @@ def _loaders_local_date(row: dict) -> dt.date:
     return (row["load_tstamp"] - dt.timedelta(hours=3)).date()
 
 
+def _null_for_session_s2(row: dict) -> dt.date | None:
+    """A loader that left load_date empty on some rows (those of session s2)."""
+    return None if row["domain_sessionid"] == "s2" else hostile.load_date(row)
+
+
 # `make test` runs the cases a fix was needed for and one unpartitioned source; `make test-long` all.
+# The string and null load_date cases are long: tests/unit/sources/test_reader.py reads such
+# folders in `make test`.
 LONG = pytest.mark.long
 FEATURES = {
     "type widening": Feature({"delta.enableTypeWidening": "true"},
@@ -82,6 +90,8 @@ FEATURES = {
     # atomic schema, has none in the log, and the folders are the loader's local dates.
     "no load_tstamp statistics": Feature({"delta.dataSkippingNumIndexedCols": "2"},
                                          load_date_of=_loaders_local_date),
+    "string load_date": Feature(load_date_type="string"),
+    "null load_date": Feature(load_date_of=_null_for_session_s2),
 }
 
 
@@ -89,6 +99,8 @@ def _land(spark, path: str, rows: list[dict], feature: Feature, staging, first: 
     staged = str(staging / f"landing-{'first' if first else 'second'}.parquet")
     pq.write_table(hostile.source_table(rows, feature.load_date_of), staged)
     df = spark.read.parquet(staged)
+    if feature.load_date_type != "date":
+        df = df.withColumn("load_date", F.col("load_date").cast(feature.load_date_type))
     if feature.ntz_column:
         df = df.withColumn(feature.ntz_column, F.col("derived_tstamp").cast("timestamp_ntz"))
     if feature.widen and not first:
