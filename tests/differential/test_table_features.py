@@ -182,3 +182,43 @@ def test_a_source_whose_deletion_vectors_delta_rs_cannot_read_is_refused_naming_
     with pytest.raises(UnreadableTableFeature) as refusal:
         runner.run_until(at(0, 2, 5), instance=instance, echo=quiet)
     assert all(part in str(refusal.value) for part in (path, "vacuumProtocolCheck", "DROP FEATURE")), refusal.value
+
+
+def test_a_source_with_deletion_vectors_written_is_read_on_the_executors_hour_by_hour(
+        spark, instance, tmp_path, monkeypatch):
+    """A delete after the first hours writes a deletion vector: the hour it hid a row of runs
+    again, and the tables follow the rules on the rows left. Every read of the source goes
+    through Spark's Delta reader (on the executors, the window pushed down to it), none through
+    delta-rs into the driver; a compaction that purges the vector runs no hour."""
+    from pyspark.sql.readwriter import DataFrameReader
+
+    from resources.tables.delta_rs import DeltaRsTableStore
+
+    delta_reads, driver_reads = [], []  # the paths Spark's Delta reader, and delta-rs into the driver, read
+    load, arrow_dataframe = DataFrameReader.load, DeltaRsTableStore._arrow_dataframe
+    monkeypatch.setattr(DataFrameReader, "load",
+                        lambda reader, read=None, *rest, **options: delta_reads.append(read) or load(
+                            reader, read, *rest, **options))
+    monkeypatch.setattr(DeltaRsTableStore, "_arrow_dataframe",
+                        lambda store, read, *rest: driver_reads.append(read) or arrow_dataframe(store, read, *rest))
+    feature = Feature({"delta.enableDeletionVectors": "true"})
+    path, warehouse = str(tmp_path / "events"), tmp_path / "incremental"
+    first, second = _batches()
+    use(monkeypatch, path, warehouse)
+
+    _land(spark, path, first, feature, tmp_path, first=True)
+    _run(instance, at(0, 2, 5))
+    deleted = first[3]  # loaded in hour 1
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE event_id = '{deleted['event_id']}'")
+    assert '"deletionVector":{' in (tmp_path / "events" / "_delta_log" / f"{1:020d}.json").read_text()
+    _land(spark, path, second, feature, tmp_path, first=False)
+    # The hours of the file the vector hides a row of (0 and 1), and the new ones.
+    assert _due_hours(at(0, 4, 5)) == [at(0, 0), at(0, 1), at(0, 2), at(0, 3)]
+    _run(instance, at(0, 4, 5))
+    expected = reference.expected_tables([row for row in first if row is not deleted] + second,
+                                         reference_settings(), AS_OF)
+    assert_same_tables(pipeline_tables(warehouse), expected, "a source with deletion vectors vs the documented rules")
+    assert path in delta_reads and path not in driver_reads, (delta_reads, driver_reads)
+
+    spark.sql(f"OPTIMIZE delta.`{path}`")
+    assert _due_hours(at(0, 4, 10)) == []
