@@ -113,7 +113,8 @@ def source_snapshot(path: str, since: datetime, until: datetime) -> SourceSnapsh
         partitioned = PARTITION_COLUMN in table.metadata().partition_columns
         return SourceSnapshot(path, table.version(), _fingerprints(files, since, until), _columns(table),
                               _partition_days(files, since, until), _rows_estimate(files, since, until),
-                              table.metadata().id, partitioned and _undated_files(files, since, until))
+                              table.metadata().id, partitioned and any(
+                                  file.day is None and _hours_held(file, since, until) for file in files))
     files = _parquet_files(path)
     if files is None:
         return None
@@ -216,10 +217,6 @@ def _partition_days(files: list[_File], since: datetime, until: datetime) -> tup
     return (min(days), max(days)) if days else None
 
 
-def _undated_files(files: list[_File], since: datetime, until: datetime) -> bool:
-    return any(file.day is None and _hours_held(file, since, until) for file in files)
-
-
 def _delta_files(table: DeltaTable) -> list[_File]:
     actions = pa.table(table.get_add_actions(flatten=True))
 
@@ -313,8 +310,7 @@ def _load_times(uri: str, load_columns: tuple[str, str]) -> pa.ChunkedArray | No
     return load_times
 
 
-# A `load_date` value of text is the day it names only in this form.
-ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")  # the only form of a load_date of text that names a day
 
 
 def _as_date(value) -> date | None:
