@@ -18,6 +18,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
@@ -32,6 +33,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError
 
 from incremental_assets.planning.hours import HOUR, floor_hour
+from incremental_assets.sources.file_statistics import LoadStatistics, footer_load_statistics, places_every_row
 from incremental_assets.sources.schema import PARTITION_COLUMN
 from resources.object_store import filesystem
 from resources.tables.delta_log import UnreadableTableFeature, features_delta_rs_refuses
@@ -57,6 +59,9 @@ class SourceSnapshot:
     # The Delta log's table id (its `metaData.id`): a table deleted and written again at the
     # path, or another table, has another id and a log whose versions mean other files.
     table_id: str | None = None
+    # Whether a file in a `load_date` folder without a date (null, or text that is no date) may
+    # hold an hour asked for: the reader then reads those folders too.
+    undated_folders: bool = False
 
 
 @dataclass(frozen=True)
@@ -105,9 +110,11 @@ def source_snapshot(path: str, since: datetime, until: datetime) -> SourceSnapsh
     if DeltaTable.is_deltatable(path):
         table = DeltaTable(path)
         files = _delta_files(table)
+        partitioned = PARTITION_COLUMN in table.metadata().partition_columns
         return SourceSnapshot(path, table.version(), _fingerprints(files, since, until), _columns(table),
                               _partition_days(files, since, until), _rows_estimate(files, since, until),
-                              table.metadata().id)
+                              table.metadata().id, partitioned and any(
+                                  file.day is None and _hours_held(file, since, until) for file in files))
     files = _parquet_files(path)
     if files is None:
         return None
@@ -223,17 +230,37 @@ def _delta_files(table: DeltaTable) -> list[_File]:
             column("path"), column("size_bytes"), column("num_records"), column(f"partition.{PARTITION_COLUMN}"),
             column(f"min.{load}"), column(f"max.{load}"), column(f"null_count.{load}"),
             column(f"min.{collector}"), column(f"max.{collector}"), column(f"null_count.{collector}")):
-        if holds_no_load_time(rows, nulls, c_nulls):
+        uri = _file_uri(table.table_uri, path)
+        placed = _placed(uri, _as_date(day), rows, LoadStatistics(low, high, nulls, c_low, c_high, c_nulls),
+                         load_columns)
+        if placed is None:
             continue  # its rows have no load hour: never read (docs/rules.md 1)
-        first, last = file_hours(day, low, high, nulls, c_low, c_high)
         # A delete by deletion vector keeps the file (path, size, rows): the rows it hides are
         # part of the file's identity, or the delete would never re-run its hours.
         hidden = deleted.get(_file_name(path))
         hides = hidden.rows if hidden else 0
+        first, last, hours = placed
         files.append(_File(f"{path}|{size}|{rows}" + (f"|-{hides}:{hidden.which}" if hides else ""), first, last,
-                           _as_date(day), _hours_if_wide(table.table_uri, path, first, last, load_columns),
-                           None if rows is None else rows - hides, _file_uri(table.table_uri, path)))
+                           _as_date(day), hours, None if rows is None else rows - hides, uri))
     return files
+
+
+def _placed(uri: str, day: date | None, rows: int | None, logged: LoadStatistics, load_columns: tuple[str, str]
+            ) -> tuple[datetime | None, datetime | None, frozenset[datetime] | None] | None:
+    """The first and last load hour a data file may hold, and its hours when they were read from
+    it; None when none of its rows has a load time. From the log's statistics, else the file's
+    footer, else the file's load-time columns: a `load_date` folder may be a loader's local
+    date, so without bounds its day does not say which hours the file holds."""
+    stats = logged if places_every_row(logged) else footer_load_statistics(uri, load_columns)
+    if stats is None:
+        hours = hours_in_file(uri, load_columns)
+        if hours is None:  # unreadable: the day of its folder, or any hour
+            return *file_hours(day, None, None, None, None, None), None
+        return (min(hours), max(hours), hours) if hours else None
+    if holds_no_load_time(rows, stats.nulls, stats.c_nulls):
+        return None
+    first, last = file_hours(day, stats.low, stats.high, stats.nulls, stats.c_low, stats.c_high)
+    return first, last, _hours_if_wide(uri, first, last, load_columns)
 
 
 # A file whose statistics span more than this may hold any hour between: its own hours are read
@@ -246,11 +273,11 @@ def _file_uri(table_uri: str, path: str) -> str:
     return f"{table_uri.rstrip('/')}/{unquote(path)}" if "://" not in path else path
 
 
-def _hours_if_wide(table_uri: str, path: str, first: datetime | None, last: datetime | None,
+def _hours_if_wide(uri: str, first: datetime | None, last: datetime | None,
                    load_columns: tuple[str, str]) -> frozenset[datetime] | None:
     if first is None or last is None or last - first <= WIDE_FILE_SPAN:
         return None
-    return hours_in_file(_file_uri(table_uri, path), load_columns)
+    return hours_in_file(uri, load_columns)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -283,10 +310,20 @@ def _load_times(uri: str, load_columns: tuple[str, str]) -> pa.ChunkedArray | No
     return load_times
 
 
+ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")  # the only form of a load_date of text that names a day
+
+
 def _as_date(value) -> date | None:
+    """A `load_date` partition value as a date; None when null or text that is no date (its
+    files are placed by their load times alone)."""
     if value is None or isinstance(value, date):
         return value
-    return date.fromisoformat(str(value))
+    if not ISO_DATE.fullmatch(str(value)):
+        return None  # only what the reader reads as a date (`fromisoformat` takes other forms too)
+    try:
+        return date.fromisoformat(str(value))
+    except ValueError:
+        return None
 
 
 def _file_name(path: str) -> str:
@@ -386,23 +423,26 @@ def _action_hours(action: dict, table_uri: str, names: dict[str, str]) -> list[d
     """The load hours an add or remove action's file may hold; None when unknown. `names`: each
     column's physical name, under which the action keeps its partition values and statistics."""
     load, collector = load_columns = tuple(names.get(column, column) for column in LOAD_COLUMNS)
-    day_text = (action.get("partitionValues") or {}).get(names.get(PARTITION_COLUMN, PARTITION_COLUMN))
-    day = date.fromisoformat(day_text) if day_text else None
+    day = _as_date((action.get("partitionValues") or {}).get(names.get(PARTITION_COLUMN, PARTITION_COLUMN)))
     stats = json.loads(action["stats"]) if action.get("stats") else {}
     low, high, nulls = (stats.get(k) or {} for k in ("minValues", "maxValues", "nullCount"))
-    if holds_no_load_time(stats.get("numRecords"), nulls.get(load), nulls.get(collector)):
-        return []  # rows without a load hour are never read
 
     def instant(values: dict, column: str) -> datetime | None:
         return datetime.fromisoformat(values[column]) if values.get(column) else None
 
-    first, last = file_hours(day, instant(low, load), instant(high, load), nulls.get(load),
-                             instant(low, collector), instant(high, collector))
-    if first is None or last is None:
-        return None
-    if last - first > WIDE_FILE_SPAN:
-        held = hours_in_file(f"{table_uri.rstrip('/')}/{unquote(action['path'])}", load_columns)
-        return sorted(held) if held is not None else None
+    logged = LoadStatistics(instant(low, load), instant(high, load), nulls.get(load),
+                            instant(low, collector), instant(high, collector), nulls.get(collector))
+    # A file the log cannot place, gone now (a remove after a vacuum), may have held any hour:
+    # its folder's day may be a loader's local date.
+    placed = _placed(_file_uri(table_uri, action["path"]), day if places_every_row(logged) else None,
+                     stats.get("numRecords"), logged, load_columns)
+    if placed is None:
+        return []  # rows without a load hour are never read
+    first, last, held = placed
+    if held is not None:
+        return sorted(held)
+    if first is None or last is None or last - first > WIDE_FILE_SPAN:
+        return None  # a wide file that could not be read
     return [first + i * HOUR for i in range((last - first) // HOUR + 1)]
 
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 import os
 from datetime import date, datetime, timedelta
 
+import pyarrow as pa
 from deltalake import DeltaTable
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from incremental_assets.sources.schema import conform_to_atomic, load_time, load_time_in
+from incremental_assets.sources.schema import PARTITION_COLUMN, conform_to_atomic, load_time, load_time_in
 
 
 class SourceError(RuntimeError):
@@ -44,17 +45,19 @@ def require_source(path: str) -> None:
 
 def read_source(tables, path: str, load_start: datetime | None = None,
                 load_end: datetime | None = None, version: int | None = None,
-                partition_days: tuple[date, date] | None = None) -> DataFrame:
+                partition_days: tuple[date, date] | None = None, undated_folders: bool = False) -> DataFrame:
     """Source rows whose load time (load_tstamp, else collector_tstamp) is in [load_start, load_end).
 
     `tables` is the warehouse's table store: a Delta source is read like any of our tables
     (Spark on the files the Delta log lists, with the table's schema, no footer scan), at
     `version` when given. `partition_days` (a `SourceSnapshot`'s) are the `load_date` folders
-    the plan found the hours in; without them, the UTC dates of the load times.
+    the plan found the hours in; without them, the UTC dates of the load times. `undated_folders`
+    (a `SourceSnapshot`'s): the folders without a date (null, or text that is no date) hold rows
+    of the window too.
     """
     require_source(path)
     if is_delta_table(path):
-        df = _read_delta(tables, path, load_start, load_end, version, partition_days)
+        df = _read_delta(tables, path, load_start, load_end, version, partition_days, undated_folders)
     else:
         try:
             df = tables.spark.read.option("mergeSchema", "true").parquet(path)
@@ -72,8 +75,9 @@ def without_load_hours(rows: DataFrame, hours) -> DataFrame:
 
 
 def _read_delta(tables, path: str, load_start, load_end, version: int | None,
-                partition_days: tuple[date, date] | None) -> DataFrame:
-    if "load_date" not in DeltaTable(path, version=version).metadata().partition_columns:
+                partition_days: tuple[date, date] | None, undated_folders: bool) -> DataFrame:
+    table = DeltaTable(path, version=version)
+    if PARTITION_COLUMN not in table.metadata().partition_columns:
         # Without the load_date partition every file is read; the load-time filter follows
         # (rows without a load_tstamp included: their load time is their collector_tstamp).
         return tables.read_path(path, version=version)
@@ -82,7 +86,29 @@ def _read_delta(tables, path: str, load_start, load_end, version: int | None,
     if partition_days is not None:  # the folders the plan placed the hours in, if they reach further
         first_day = min(first_day, partition_days[0]) if first_day is not None else None
         end_day = max(end_day, partition_days[1] + timedelta(days=1)) if end_day is not None else None
-    return tables.read_path_range(path, "load_date", first_day, end_day, version=version)
+    if _holds_dates(table) and not undated_folders:
+        return tables.read_path_range(path, PARTITION_COLUMN, first_day, end_day, version=version)
+    # A load_date held as text, or folders without a date that hold rows of the window: a
+    # condition on the folders' values alone, by which Spark still reads only those folders.
+    return tables.read_path(path, version=version).where(_in_folders(first_day, end_day, undated_folders))
+
+
+def _holds_dates(table: DeltaTable) -> bool:
+    return pa.types.is_date(pa.schema(table.schema().to_arrow()).field(PARTITION_COLUMN).type)
+
+
+def _in_folders(first_day: date | None, end_day: date | None, undated: bool):
+    """The rows of the load_date folders in [first_day, end_day), and of those without a date
+    (null, or text that is no date) when `undated`."""
+    value = F.col(PARTITION_COLUMN)
+    # The planner's rule (sources.load_hours.ISO_DATE): other text is no date, whatever a cast makes of it.
+    day = F.when(value.cast("string").rlike(r"^\d{4}-\d{2}-\d{2}$"), value.try_cast("date"))
+    condition = F.lit(True)
+    if first_day is not None:
+        condition = condition & (day >= F.lit(first_day))
+    if end_day is not None:
+        condition = condition & (day < F.lit(end_day))
+    return (condition | day.isNull()) if undated else condition
 
 
 def _java_message(exc: Exception) -> str:

@@ -248,7 +248,8 @@ def _read_window(warehouse: WarehouseResource, start: datetime, end: datetime, a
     settings, tables = warehouse.settings, warehouse.tables
     snapshot = source_snapshot(settings.source, start, end)
     rows = read_source(tables, settings.source, start, end, version=snapshot.version if snapshot else None,
-                       partition_days=snapshot.partition_days if snapshot else None)
+                       partition_days=snapshot.partition_days if snapshot else None,
+                       undated_folders=snapshot.undated_folders if snapshot else False)
     # Read as if the source never held them (rules 1): erased users' rows, skipped hours' rows.
     # A skip recorded after `read_at` is one this run did not see: its ledger rows carry this
     # time, not their own, so the hour runs again (planning.reconcile.skipped_hours_run_again).

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import json
+import logging
 import re
 from typing import Sequence
 from urllib.parse import unquote
@@ -15,6 +16,8 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 from pyspark.sql.types import StructType
+
+_log = logging.getLogger(__name__)
 
 # Reader features whose tables Spark reads correctly as plain Parquet files.
 _PLAIN_PARQUET_READER_FEATURES = {"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"}
@@ -42,11 +45,32 @@ def features_delta_rs_refuses(error: Exception) -> str | None:
     return match.group(1) if match else None
 
 
+def spark_delta_reader(spark, path: str, version: int):
+    """The table at `version` read by Spark's own Delta reader: on the executors, deletion
+    vectors and column mapping honoured, a filter that follows pushed down to it (partition
+    pruning, data skipping). It needs the Delta jars (`make setup` caches them)."""
+    return spark.read.format("delta").option("versionAsOf", version).load(path)
+
+
+def read_on_executors(spark, path: str, version: int):
+    """A table whose files are not its rows as they are (deletion vectors, column mapping), read
+    by Spark's Delta reader; None, saying so in the log, where this session cannot: the caller
+    then reads it through delta-rs into the driver, whose memory grows with what it reads."""
+    try:
+        return spark_delta_reader(spark, path, version)
+    except Exception as error:  # noqa: BLE001 - without the Delta jars Spark knows no "delta" source
+        _log.warning("the Delta table at %s needs a Delta reader, and Spark's could not read it (%s): it is "
+                     "read through delta-rs into the driver instead; run `make setup` to cache the "
+                     "delta-spark jars, which let Spark read it on the executors",
+                     path, str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__)
+        return None
+
+
 def read_with_spark_delta(spark, path: str, version: int, features: str):
     """The table read by Spark's Delta reader, for a table whose `features` delta-rs refuses (on
     the executors; a range filter that follows is pushed down to it); it needs the Delta jars."""
     try:
-        return spark.read.format("delta").option("versionAsOf", version).load(path)
+        return spark_delta_reader(spark, path, version)
     except Exception as error:  # noqa: BLE001 - without the Delta jars Spark knows no "delta" source
         raise UnreadableTableFeature(
             f"the Delta table at {path} needs the table feature(s) {features}, which deltalake cannot read, "

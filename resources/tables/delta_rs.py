@@ -25,6 +25,7 @@ from resources.tables.delta_log import (
     files_in_selection,
     load_table,
     prune_files,
+    read_on_executors,
     read_with_spark_delta,
     required_table,
     row_count,
@@ -137,8 +138,11 @@ class DeltaRsTableStore(TableStore):
             column_type = spark_type_name(schema, column, f"read_range {name}")
             pruning = (column, column_type, *normalise_range(column, column_type, start, end))
 
-        df = self._files_dataframe(path, table, schema, pruning)
-        if df is None:  # Spark cannot read the files as they are
+        if spark_can_read_files(table):
+            df = self._files_dataframe(path, table, schema, pruning)
+        else:  # deletion vectors, column mapping: Spark's Delta reader, on the executors
+            df = read_on_executors(self.spark, path, table.version())
+        if df is None:  # Spark cannot read it here: delta-rs reads it into the driver
             df = self._arrow_dataframe(path, table, schema, pruning)
         if pruning is not None:
             column, _, lo, hi = pruning
@@ -147,8 +151,6 @@ class DeltaRsTableStore(TableStore):
 
     def _files_dataframe(self, table_path: str, table: DeltaTable, schema, pruning):
         """Spark reads the table's active Parquet files directly; None if it cannot."""
-        if not spark_can_read_files(table):
-            return None
         actions = add_actions(table)
         if pruning is not None:
             column, column_type, lo, hi = pruning

@@ -35,12 +35,31 @@ def file_stats(file: Path, columns: list[str]) -> dict[str, Any]:
     """Delta file statistics from a Parquet footer: numRecords, and nullCount and min/max
     values of `columns` (timestamps, dates or integers)."""
     metadata = pq.ParquetFile(file).metadata
-    # Leaf columns by their path: a nested column before a wanted one has several leaves, so
-    # Arrow field positions are not Parquet column positions.
-    leaves = {metadata.schema.column(i).path: i for i in range(metadata.num_columns)}
     null_count: dict[str, int] = {}
     min_values: dict[str, Any] = {}
     max_values: dict[str, Any] = {}
+    for name, (nulls, low, high) in footer_bounds(metadata, columns).items():
+        null_count[name] = nulls
+        if low is not None:
+            min_values[name] = _stat_value(low, round_up=False)
+            max_values[name] = _stat_value(high, round_up=True)
+    return {
+        "numRecords": metadata.num_rows,
+        "minValues": min_values,
+        "maxValues": max_values,
+        "nullCount": null_count,
+    }
+
+
+def footer_bounds(metadata: pq.FileMetaData, columns: Sequence[str]) -> dict[str, tuple[int, Any, Any]]:
+    """(null count, min, max) of each of `columns` (top-level leaf columns) over every row
+    group of a Parquet footer; min and max are None when every value is null. A column the
+    footer keeps no complete statistics of (some writers keep none for INT96 timestamps) or
+    that the file does not hold is left out."""
+    # Leaf columns by their path: a nested column before a wanted one has several leaves, so
+    # Arrow field positions are not Parquet column positions.
+    leaves = {metadata.schema.column(i).path: i for i in range(metadata.num_columns)}
+    bounds = {}
     for name in columns:
         index = leaves.get(name)
         if index is None:  # not in the file (a partition column) or not a plain column
@@ -55,18 +74,12 @@ def file_stats(file: Path, columns: list[str]) -> dict[str, Any]:
             if stats.has_min_max:
                 low = stats.min if low is None else min(low, stats.min)
                 high = stats.max if high is None else max(high, stats.max)
-        if not complete:
-            continue
-        null_count[name] = nulls
-        if low is not None:
-            min_values[name] = _stat_value(low, round_up=False)
-            max_values[name] = _stat_value(high, round_up=True)
-    return {
-        "numRecords": metadata.num_rows,
-        "minValues": min_values,
-        "maxValues": max_values,
-        "nullCount": null_count,
-    }
+            elif stats.num_values:  # values without bounds: the bounds are unknown
+                complete = False
+                break
+        if complete:
+            bounds[name] = (nulls, low, high)
+    return bounds
 
 
 def _stat_value(value: Any, *, round_up: bool) -> Any:

@@ -663,7 +663,8 @@ def test_delta_rs_reads_unusual_partition_values_exactly(rs_store, spark):
     {"delta.columnMapping.mode": "name", "delta.minReaderVersion": "2", "delta.minWriterVersion": "5"},
     {"delta.enableDeletionVectors": "true"},
 ], ids=["column mapping", "deletion vectors"])
-def test_delta_rs_falls_back_to_arrow_for_tables_spark_cannot_read_as_files(rs_store, spark, configuration):
+def test_delta_rs_reads_tables_spark_cannot_read_as_files(rs_store, spark, configuration):
+    """Through Spark's Delta reader where the session has one (the tests' has), else delta-rs's Arrow."""
     from deltalake import write_deltalake
 
     data = pa.table({"ts": pa.array([utc(5, 1), utc(6, 1)], pa.timestamp("us", tz="UTC")), "n": [1, 2]})

@@ -1,13 +1,16 @@
 """sources.load_hours: which load hours a source's files hold, from its Delta log only."""
 
 import datetime as dt
+import json
 import time
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from deltalake.transaction import AddAction
 
-from incremental_assets.sources.load_hours import source_snapshot
+from incremental_assets.sources.load_hours import hours_changed_by_commits, source_snapshot
 
 UTC = dt.timezone.utc
 
@@ -99,3 +102,35 @@ def test_rows_estimate_spreads_each_files_rows_over_the_hours_it_may_hold(tmp_pa
     assert [rows_estimate(15), rows_estimate(16, 4), rows_estimate(12, 2)] == [6, 12, 0]
     DeltaTable(str(tmp_path / "src")).delete("event_id = '11-0'")  # rewrites the file without the row
     assert rows_estimate(11) == 4
+
+
+def test_files_the_log_keeps_no_load_statistics_of_count_in_the_hours_they_hold(tmp_path):
+    # A writer that indexes the first column only, folders named by a loader's local date
+    # (UTC-3): the rows loaded before 03:00 UTC on the 5th sit in load_date=2026-01-04. The
+    # file's footer places them; a file whose footer keeps no bounds either (INT96
+    # timestamps, as older Spark writers store them) is read for its load times.
+    path = tmp_path / "src"
+    loads = [dt.datetime(2026, 1, 5, 0, 30, tzinfo=UTC), dt.datetime(2026, 1, 5, 1, 10, tzinfo=UTC)]
+    write_deltalake(str(path), pa.table({
+        "event_id": ["a", "b"], "load_tstamp": pa.array(loads, pa.timestamp("us", "UTC")),
+        "collector_tstamp": pa.array(loads, pa.timestamp("us", "UTC")),
+        "load_date": pa.array([dt.date(2026, 1, 4)] * 2, pa.date32())}),
+        partition_by=["load_date"], configuration={"delta.dataSkippingNumIndexedCols": "1"})
+    assert "min.load_tstamp" not in pa.table(DeltaTable(str(path)).get_add_actions(flatten=True)).column_names
+
+    late = dt.datetime(2026, 1, 5, 2, 20, tzinfo=UTC)
+    relative = "load_date=2026-01-04/int96.parquet"
+    pq.write_table(pa.table({"event_id": ["c"], "load_tstamp": pa.array([late], pa.timestamp("us", "UTC")),
+                             "collector_tstamp": pa.array([late], pa.timestamp("us", "UTC"))}),
+                   path / relative, use_deprecated_int96_timestamps=True)
+    table = DeltaTable(str(path))
+    table.create_write_transaction(
+        [AddAction(relative, (path / relative).stat().st_size, {"load_date": "2026-01-04"},
+                   int(time.time() * 1000), True, json.dumps({"numRecords": 1}))],
+        mode="append", schema=table.schema(), partition_by=["load_date"])
+
+    hours = [dt.datetime(2026, 1, 5, hour, tzinfo=UTC) for hour in (0, 1, 2)]
+    snapshot = source_snapshot(str(path), dt.datetime(2026, 1, 4, tzinfo=UTC), dt.datetime(2026, 1, 6, tzinfo=UTC))
+    assert sorted(snapshot.fingerprints) == hours
+    assert snapshot.partition_days == (dt.date(2026, 1, 4), dt.date(2026, 1, 4))
+    assert hours_changed_by_commits(str(path), 0, 1) == [(1, frozenset(hours[2:]))]

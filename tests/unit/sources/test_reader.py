@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+import pytest
 from pyspark.sql import functions as F
 
+from incremental_assets.sources.load_hours import source_snapshot
 from incremental_assets.sources.reader import read_source
 from incremental_assets.sources.writer import write_source_table
 from resources.tables.stores import table_store
@@ -55,3 +57,24 @@ def test_the_load_time_condition_reaches_the_parquet_reader(spark, tmp_path):
     pushed = plan[plan.index("PushedFilters:"):].split("]", 1)[0]
     assert "load_tstamp" in pushed and "collector_tstamp" in pushed, plan
     assert [r.event_id for r in rows.select("event_id").collect()] == ["e1"]
+
+
+@pytest.mark.parametrize("engine", ["delta-rs", "delta-spark"])
+def test_rows_in_load_date_folders_of_text_or_without_a_date_are_read_in_their_hour(spark, tmp_path, engine):
+    """A loader that writes load_date as text, leaves it empty on some rows and writes no date
+    on others: each row is read in its load hour, wherever its folder is, as the plan placed it."""
+    inside = HOUR + timedelta(minutes=5)
+    df = spark.createDataFrame([("in its folder", inside, "2026-01-05"), ("in the null folder", inside, None),
+                                ("in a folder of text that is no date", inside, "20260105"),
+                                ("in its folder, another hour", HOUR + timedelta(hours=1), "2026-01-05"),
+                                ("in the null folder, another hour", HOUR - timedelta(hours=1), None)],
+                               "event_id string, load_tstamp timestamp, load_date string")
+    source = str(tmp_path / "source")
+    df.write.format("delta").partitionBy("load_date").save(source)
+    tables = table_store(spark, str(tmp_path / "warehouse"), engine)
+
+    snapshot = source_snapshot(source, HOUR, HOUR + timedelta(hours=1))
+    rows = read_source(tables, source, HOUR, HOUR + timedelta(hours=1), version=snapshot.version,
+                       partition_days=snapshot.partition_days, undated_folders=snapshot.undated_folders)
+    assert sorted(r.event_id for r in rows.select("event_id").collect()) == [
+        "in a folder of text that is no date", "in its folder", "in the null folder"]
