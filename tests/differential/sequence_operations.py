@@ -186,13 +186,13 @@ def resolve_all(prefix: str = "base_events/") -> None:
 
 def fail_then(operation: str, data, *, monkeypatch, instance, lake: Lake, loaded, t: dt.datetime) -> None:
     """A run fails on a load hour, then the operator resolves its items, or skips the hour."""
-    from incremental_assets.assets import hourly as hourly_asset
     from incremental_assets.operator.operations import skip_item
     from incremental_assets.settings import Settings
+    from incremental_assets.steps import hourly as hourly_step
 
     hour = data.draw(st.sampled_from(loaded), label="failing hour")
     with monkeypatch.context() as m:
-        m.setattr(hourly_asset, "compute", failing_for(hour))
+        m.setattr(hourly_step, "compute", failing_for(hour))
         run(instance, t, expect_success=None)
     if hour_item(hour) in fail_locked_hour_items() and operation == "fail_then_skip":
         skip_item(Settings.load(), hour_item(hour), note="bad file")
@@ -203,7 +203,7 @@ def fail_then(operation: str, data, *, monkeypatch, instance, lake: Lake, loaded
 def change_app_ids(data, *, monkeypatch, instance, lake: Lake, t: dt.datetime, failing: bool) -> None:
     """`app_ids` changed (an app added or taken out); with `failing`, its catch-up fails once its
     rows are written, then the operator resolves it or changes `app_ids` back."""
-    from incremental_assets.assets import hourly as hourly_asset
+    from incremental_assets.steps import hourly as hourly_step
 
     before = lake.app_ids
     lake.app_ids = data.draw(st.sampled_from([a for a in APP_IDS if a != before]), label="app_ids")
@@ -211,7 +211,7 @@ def change_app_ids(data, *, monkeypatch, instance, lake: Lake, t: dt.datetime, f
     if not failing:
         return
     with monkeypatch.context() as m:
-        m.setattr(hourly_asset, "filtered_counts", failing_after_the_writes(hourly_asset.filtered_counts))
+        m.setattr(hourly_step, "filtered_counts", failing_after_the_writes(hourly_step.filtered_counts))
         run(instance, t, expect_success=None)
     if data.draw(st.booleans(), label="the change undone after the failure"):
         lake.app_ids = before
@@ -291,14 +291,14 @@ def concurrent_runs(data, *, monkeypatch, instance, lake: Lake, loaded, t: dt.da
     from dagster import DagsterInstance
 
     from incremental_assets import runner
-    from incremental_assets.assets import hourly as hourly_asset
     from incremental_assets.names import HOURLY_JOB, HOURLY_TURN
+    from incremental_assets.steps import hourly as hourly_step
     from resources import manifest_io_manager
     from resources.manifest import ItemLockedError, ManifestStore
 
     day = data.draw(st.sampled_from(sorted({h.date() for h in loaded})), label="day backfilled meanwhile")
     met, second, reports = [], [], []
-    real_claim, real_compute = ManifestStore.claim, hourly_asset.compute
+    real_claim, real_compute = ManifestStore.claim, hourly_step.compute
 
     def claim(self, items, **kwargs):
         try:
@@ -322,7 +322,7 @@ def concurrent_runs(data, *, monkeypatch, instance, lake: Lake, loaded, t: dt.da
 
     with monkeypatch.context() as m:
         m.setattr(ManifestStore, "claim", claim)
-        m.setattr(hourly_asset, "compute", compute)
+        m.setattr(hourly_step, "compute", compute)
         m.setattr(manifest_io_manager, "TURN_WAIT_SECONDS", 5)  # 20 tries: the first's step ends well within
         run(instance, t, expect_success=None)
         if second:

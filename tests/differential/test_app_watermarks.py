@@ -13,13 +13,13 @@ import pytest
 from dagster import AssetKey
 
 from incremental_assets import runner
-from incremental_assets.assets import hourly as hourly_asset
 from incremental_assets.names import APP_IDS_TAG, PRIORITY_TAG
 from incremental_assets.operator.operations import describe_limits, resolve_item
 from incremental_assets.planning.hours import parse_hour_key
 from incremental_assets.planning.processing_manifest import ItemStatus
 from incremental_assets.settings import Settings
 from incremental_assets.state.progress import plan_next_run
+from incremental_assets.steps import hourly as hourly_step
 from resources.manifest import ManifestStore
 from tests.differential import hostile, reference
 from tests.differential.hostile import at
@@ -85,14 +85,14 @@ def test_an_app_added_catches_up_behind_the_present_and_an_app_removed_leaves(sp
 
     # A failure in mobile's catch-up: web's rows stay complete, the present hours run.
     with monkeypatch.context() as m:
-        real = hourly_asset.compute
+        real = hourly_step.compute
 
         def failing_for_mobile(warehouse, start, end, app_ids=None):
             if app_ids is not None:
                 raise RuntimeError("injected failure in a catch-up run")
             return real(warehouse, start, end, app_ids=app_ids)
 
-        m.setattr(hourly_asset, "compute", failing_for_mobile)
+        m.setattr(hourly_step, "compute", failing_for_mobile)
         report = run_at(at(3, 15), expect_success=False)
     ran = hourly_runs(instance, report)
     assert ran[0][1] is None and ran[-1][1] == "mobile", ran  # the present first, then the catch-up
@@ -114,7 +114,7 @@ def test_an_app_added_catches_up_behind_the_present_and_an_app_removed_leaves(sp
     hostile.write_source(source.path, [late])
     source.rows.append(late)
     with monkeypatch.context() as m:
-        m.setattr(hourly_asset, "compute", failing_for_mobile)
+        m.setattr(hourly_step, "compute", failing_for_mobile)
         report = run_at(at(3, 15), expect_success=False)
     assert [apps for _, apps in hourly_runs(instance, report)] == [None], hourly_runs(instance, report)
     assert "is fail-locked, for its app ids alone" in report.refused
@@ -178,7 +178,7 @@ def test_a_row_deleted_while_a_catch_up_runs_leaves_every_table(spark, instance,
     gone = rows[0]
     use(monkeypatch, source, warehouse, INCREMENTAL_APP_IDS="web,mobile")
     with monkeypatch.context() as m:
-        real, deleted = hourly_asset.compute, []
+        real, deleted = hourly_step.compute, []
 
         def deleting_first(warehouse, start, end, app_ids=None):
             if app_ids is not None and not deleted:
@@ -186,7 +186,7 @@ def test_a_row_deleted_while_a_catch_up_runs_leaves_every_table(spark, instance,
                 deleted.append(gone)
             return real(warehouse, start, end, app_ids=app_ids)
 
-        m.setattr(hourly_asset, "compute", deleting_first)
+        m.setattr(hourly_step, "compute", deleting_first)
         run(at(0, 6))
     assert deleted, "no catch-up ran"
     run(at(0, 7))
@@ -205,7 +205,7 @@ def test_a_catch_up_failed_after_its_writes_ends_with_the_apps_declared_next(spa
     # mobile is added, its catch-up fails once its rows are written; then mobile is taken out.
     use(monkeypatch, source, warehouse, INCREMENTAL_APP_IDS="web,mobile")
     with monkeypatch.context() as m:
-        m.setattr(hourly_asset, "filtered_counts", failing_after_the_writes(hourly_asset.filtered_counts))
+        m.setattr(hourly_step, "filtered_counts", failing_after_the_writes(hourly_step.filtered_counts))
         run(at(0, 6), expect_success=False)
     assert unit_items_fail_locked()
     use(monkeypatch, source, warehouse, INCREMENTAL_APP_IDS="web")
@@ -224,7 +224,7 @@ def test_a_removal_failed_after_its_writes_ends_with_the_app_added_back(spark, i
     # mobile is taken out, the removal fails once its rows are removed; then mobile is added back.
     use(monkeypatch, source, warehouse, INCREMENTAL_APP_IDS="web")
     with monkeypatch.context() as m:
-        m.setattr(hourly_asset, "filtered_counts", failing_after_the_writes(hourly_asset.filtered_counts))
+        m.setattr(hourly_step, "filtered_counts", failing_after_the_writes(hourly_step.filtered_counts))
         run(at(0, 6), expect_success=False)
     use(monkeypatch, source, warehouse, INCREMENTAL_APP_IDS="web,mobile")
     run(at(0, 7))

@@ -167,9 +167,9 @@ def failing_for(hour: dt.datetime):
 def test_hour_by_hour_with_operations_equals_a_rebuild_and_the_documented_rules(spark, instance, tmp_path,
                                                                                   monkeypatch):
     from incremental_assets import runner
-    from incremental_assets.assets import hourly as hourly_asset
     from incremental_assets.operator.operations import resolve_item, skip_item
     from incremental_assets.settings import Settings
+    from incremental_assets.steps import hourly as hourly_step
 
     source = Source(str(tmp_path / "events"), [build() for build in hostile.BUILDERS])
     warehouse = tmp_path / "incremental"
@@ -195,7 +195,7 @@ def test_hour_by_hour_with_operations_equals_a_rebuild_and_the_documented_rules(
     # A failed hour: fail-locked, refused, resolved by the operator, then processed.
     failed_hour = at(0, 20)
     with monkeypatch.context() as m:
-        m.setattr(hourly_asset, "compute", failing_for(failed_hour))
+        m.setattr(hourly_step, "compute", failing_for(failed_hour))
         run_at(at(0, 21), expect_success=False)
     report = run_at(at(0, 21), expect_success=False)
     assert "fail-locked" in (report.refused or ""), report.refused
@@ -215,7 +215,7 @@ def test_hour_by_hour_with_operations_equals_a_rebuild_and_the_documented_rules(
     # step over it, and its rows are never processed.
     skipped_hour = at(2, 15)
     with monkeypatch.context() as m:
-        m.setattr(hourly_asset, "compute", failing_for(skipped_hour))
+        m.setattr(hourly_step, "compute", failing_for(skipped_hour))
         run_at(at(2, 17), expect_success=False)
     skip_item(Settings.load(), hour_item(skipped_hour), note="bad file")
     for item in fail_locked_hour_items():

@@ -233,9 +233,9 @@ def test_an_hour_skipped_after_a_failed_run_wrote_part_of_it_leaves_nothing_of_i
     """The failed run wrote the hour's copies, base rows, sessions and filtered rows and
     failed at its counts. Skipping the hour must undo all of it, as if it never held a row."""
     from incremental_assets import runner
-    from incremental_assets.assets import hourly as hourly_asset
     from incremental_assets.operator.operations import resolve_item, skip_item
     from incremental_assets.settings import Settings
+    from incremental_assets.steps import hourly as hourly_step
     from tests.differential.test_differential import fail_locked_hour_items, hour_item
 
     rows = hostile.midnight_sessions() + hostile.login_later()
@@ -245,7 +245,7 @@ def test_an_hour_skipped_after_a_failed_run_wrote_part_of_it_leaves_nothing_of_i
     hostile.write_source(source, rows)
     assert runner.run_until(at(1, 12), instance=instance, echo=quiet).success
 
-    real = hourly_asset.filtered_counts
+    real = hourly_step.filtered_counts
 
     def counts_failing(warehouse_resource, results):
         if results.start <= skipped < results.end:
@@ -253,7 +253,7 @@ def test_an_hour_skipped_after_a_failed_run_wrote_part_of_it_leaves_nothing_of_i
         return real(warehouse_resource, results)
 
     with monkeypatch.context() as m:
-        m.setattr(hourly_asset, "filtered_counts", counts_failing)
+        m.setattr(hourly_step, "filtered_counts", counts_failing)
         assert not runner.run_until(at(3), instance=instance, echo=quiet).success
     written = pipeline_tables(warehouse)
     assert any(reference.hour_of(r["load_tstamp"]) == skipped for r in written["base_events"]), \
@@ -278,9 +278,9 @@ def test_an_hour_skipped_while_its_run_writes_its_ledger_runs_again_as_empty(spa
     and not yet its hour-ledger rows: the ledger must not record the hour as processed after the
     skip, or it never runs again as empty and its rows stay."""
     from incremental_assets import runner
-    from incremental_assets.assets import hourly as hourly_asset
     from incremental_assets.operator.operations import skip_item
     from incremental_assets.settings import Settings
+    from incremental_assets.state import hour_ledger
     from tests.differential.test_differential import hour_item
 
     rows = hostile.midnight_sessions() + hostile.login_later()
@@ -290,15 +290,16 @@ def test_an_hour_skipped_while_its_run_writes_its_ledger_runs_again_as_empty(spa
     hostile.write_source(source, rows)
     assert runner.run_until(at(1, 12), instance=instance, echo=quiet).success
 
-    real, skips = hourly_asset.processed_hours, []
+    real, skips = hour_ledger.processed_rows, []
 
-    def skipped_before_the_ledger(warehouse_resource, results, run_id, app_ids_before):
-        if results.start <= skipped < results.end and not skips:
+    def skipped_before_the_ledger(spark, settings, hours, **recorded):
+        hours = list(hours)
+        if skipped in hours and not skips:
             skips.append(skip_item(Settings.load(), hour_item(skipped), note="bad file"))
-        return real(warehouse_resource, results, run_id, app_ids_before)
+        return real(spark, settings, hours, **recorded)
 
     with monkeypatch.context() as m:
-        m.setattr(hourly_asset, "processed_hours", skipped_before_the_ledger)
+        m.setattr(hour_ledger, "processed_rows", skipped_before_the_ledger)
         assert runner.run_until(at(3), instance=instance, echo=quiet).success
     assert skips, "the skip must have been recorded while a run held the hour"
     assert runner.run_until(at(3), instance=instance, echo=quiet).success
