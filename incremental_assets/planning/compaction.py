@@ -12,7 +12,7 @@ night.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 # Small files an older partition holds before it is rewritten (and they must be at least twice
 # the files compaction would leave).
@@ -46,3 +46,10 @@ def partitions_to_compact(file_bytes: Mapping[str | None, Sequence[int]], *, rec
         elif len(small) >= max(OLDER_PARTITION_MIN_FILES, 2 * files_after_compaction(small, target_bytes)):
             chosen.append(partition)
     return sorted(chosen)
+
+
+def merges_small_files(file_bytes: Iterable[Sequence[int]], target_bytes: int) -> bool:
+    """Whether compaction has anything to merge: some group (a partition's files, or a whole
+    unpartitioned table's) holds two files smaller than `target_bytes`. A single small file is
+    never rewritten alone, so without such a group compaction changes nothing."""
+    return any(sum(size < target_bytes for size in sizes) >= 2 for sizes in file_bytes)

@@ -87,6 +87,21 @@ def load_table(path: str, version: int | None = None) -> DeltaTable | None:
         return None
 
 
+def is_delta_table(path: str) -> bool:
+    """True when a Delta table (a log with a commit) is at `path`."""
+    return DeltaTable.is_deltatable(path)
+
+
+def commits_since(path: str, after_version: int | None, limit: int | None = None) -> list[dict]:
+    """The commit infos of the table at `path` after `after_version` (every one for None), newest
+    first, at most `limit`; each with its "version"."""
+    table = required_table(path)
+    newer = table.version() - (-1 if after_version is None else after_version)
+    if limit is not None:
+        newer = min(limit, newer)
+    return table.history(newer) if newer > 0 else []
+
+
 class NoTableAt(FileNotFoundError):
     """No Delta table at `path`, where an operation needs one (raised by both engines)."""
 
@@ -185,6 +200,31 @@ def file_bytes_by_partition(table: DeltaTable) -> dict[str | None, list[int]] | 
     for value, size in zip(actions[f"partition.{columns[0]}"].to_pylist(), actions["size_bytes"].to_pylist()):
         out.setdefault(None if value is None else str(value), []).append(size)
     return out
+
+
+def file_sizes_by_partition_values(table: DeltaTable, first_values: Sequence[str] | None = None) -> list[list[int]]:
+    """The sizes of the table's files, one list per partition (its values of every partition
+    column; the whole table when it has none); only the partitions whose first partition column
+    has one of `first_values` (as text) when given."""
+    actions = add_actions(table)
+    columns = table.metadata().partition_columns
+    keys = [actions[f"partition.{c}"].to_pylist() for c in columns]
+    wanted = None if first_values is None else {str(v) for v in first_values}
+    groups: dict[tuple, list[int]] = {}
+    for row, size in enumerate(actions["size_bytes"].to_pylist()):
+        values = tuple(key[row] for key in keys)
+        if wanted is not None and (not values or values[0] is None or str(values[0]) not in wanted):
+            continue
+        groups.setdefault(values, []).append(size)
+    return list(groups.values())
+
+
+def unreferenced_files(path: str, retention_hours: float) -> list[str]:
+    """The files in the table's directory that no version of the last `retention_hours`
+    references and that are older than that: those a vacuum deletes (delta-rs `full` mode, which
+    also finds files of writes that never committed). Nothing is deleted here."""
+    return required_table(path).vacuum(retention_hours=int(retention_hours), dry_run=True,
+                                       enforce_retention_duration=False, full=True)
 
 
 def row_count(table: DeltaTable) -> int | None:

@@ -15,8 +15,17 @@ from delta.tables import DeltaTable as SparkDeltaTable
 from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
+from incremental_assets.planning.compaction import merges_small_files
 from resources.delta_jars import DELTA_EXTENSION_CLASS, delta_coordinate
-from resources.tables.delta_log import NoTableAt, required_table
+from resources.tables.delta_log import (
+    NoTableAt,
+    commits_since,
+    file_sizes_by_partition_values,
+    is_delta_table,
+    required_table,
+    row_count,
+    unreferenced_files,
+)
 from resources.tables.interface import (
     APPEND_TOKEN_TXN_VERSION,
     COMPACTED_FILE_BYTES,
@@ -118,12 +127,12 @@ class DeltaSparkTableStore(TableStore):
         return retry_on_conflict(operation, _delta_spark_conflicts())
 
     def _commit_by_marker(self, name: str, marker: str, after_version: int | None) -> dict | None:
-        """Our own commit in the history, found by the userMetadata we gave it."""
-        history = self._delta_table(name).history()
-        if after_version is not None:
-            history = history.where(F.col("version") > after_version)
-        rows = history.where(F.col("userMetadata") == marker).select("version", "operationMetrics").collect()
-        return rows[0].asDict() if rows else None
+        """Our own commit in the history, found by the userMetadata we gave it (read from the
+        log by delta-rs: a Spark query of the history cost every write a job)."""
+        for commit in commits_since(self.path(name), after_version):
+            if commit.get("userMetadata") == marker:
+                return commit
+        return None
 
     def _result(self, name: str, marker: str, after_version: int | None,
                 deleted_metric: str | None = None) -> WriteResult:
@@ -131,7 +140,7 @@ class DeltaSparkTableStore(TableStore):
         commit = self._commit_by_marker(name, marker, after_version)
         if commit is None:
             return WriteResult(rows_written=0, version=self.version(name), skipped=True)
-        metrics = commit["operationMetrics"] or {}
+        metrics = commit.get("operationMetrics") or {}
 
         def metric(key: str | None) -> int | None:
             return int(metrics[key]) if key and key in metrics else None
@@ -157,7 +166,8 @@ class DeltaSparkTableStore(TableStore):
     # -- reads ---------------------------------------------------------------------------
 
     def exists(self, name: str) -> bool:
-        return SparkDeltaTable.isDeltaTable(self.spark, self.path(name))
+        # From the log, as delta-rs reads it: Spark's check loads the table's snapshot.
+        return is_delta_table(self.path(name))
 
     def read(self, name: str, columns: Sequence[str] | None = None):
         return self.read_path(self.path(name), columns)
@@ -185,7 +195,7 @@ class DeltaSparkTableStore(TableStore):
         try:
             return (reader.option("versionAsOf", version) if version is not None else reader).load(path)
         except AnalysisException as error:
-            if not SparkDeltaTable.isDeltaTable(self.spark, path):
+            if not is_delta_table(path):
                 raise NoTableAt(path) from error
             raise
 
@@ -316,10 +326,9 @@ class DeltaSparkTableStore(TableStore):
         def attempt() -> WriteResult:
             marker = f"overwrite {uuid.uuid4()}"
             before = self.version(name)
-            # Delta reports no deleted rows for a whole-table overwrite: count them (from the
-            # files' statistics) in the version it replaces.
-            rows_before = None if before is None else self.spark.read.format("delta") \
-                .option("versionAsOf", before).load(self.path(name)).count()
+            # Delta reports no deleted rows for a whole-table overwrite: count them in the
+            # version it replaces, from its files' statistics in the log.
+            rows_before = None if before is None else self._rows_at(name, before)
             writer = df.write.format("delta").mode("overwrite").option("overwriteSchema", "true") \
                        .option("userMetadata", marker)
             if partition_by:
@@ -328,6 +337,14 @@ class DeltaSparkTableStore(TableStore):
             return replace(self._result(name, marker, before), rows_deleted=rows_before)
 
         return self._commit(attempt)
+
+    def _rows_at(self, name: str, version: int) -> int:
+        """The table's rows at `version`: from the log's file statistics; Spark counts them
+        where a file has none."""
+        counted = row_count(required_table(self.path(name), version))
+        if counted is not None:
+            return counted
+        return self.spark.read.format("delta").option("versionAsOf", version).load(self.path(name)).count()
 
     def delete_where_in(self, name, column, values) -> WriteResult:
         check_identifier(column, "column")
@@ -342,8 +359,8 @@ class DeltaSparkTableStore(TableStore):
             if not values:
                 return WriteResult(rows_written=0, version=self.version(name), rows_deleted=0)
             table.delete(F.col(column).isin(values))  # values are bound as literals by Spark
-            last = table.history(1).select("version", "operationMetrics").collect()[0]
-            metrics = last["operationMetrics"] or {}
+            last = commits_since(self.path(name), None, limit=1)[0]
+            metrics = last.get("operationMetrics") or {}
             deleted = int(metrics["numDeletedRows"]) if "numDeletedRows" in metrics else None
             return WriteResult(rows_written=0, version=last["version"], rows_deleted=deleted)
 
@@ -352,14 +369,18 @@ class DeltaSparkTableStore(TableStore):
     # -- maintenance ---------------------------------------------------------------------
 
     def compact(self, name, *, partitions=None) -> int:
-        # The partition columns from the log (delta-rs), not a Spark query of the table's detail.
-        columns = required_table(self.path(name)).metadata().partition_columns
+        table = required_table(self.path(name))
+        columns = table.metadata().partition_columns
+        if columns and partitions is not None and not partitions:
+            return 0
+        # OPTIMIZE runs Spark jobs even to find nothing to merge; the log tells that first.
+        chosen = partitions if columns else None
+        if not merges_small_files(file_sizes_by_partition_values(table, chosen), COMPACTED_FILE_BYTES):
+            return 0
         builder = SparkDeltaTable.forPath(self.spark, self.path(name)).optimize()
-        if columns and partitions is not None:
-            if not partitions:
-                return 0
+        if chosen is not None:
             # The builder takes SQL text only: the values go in as quoted literals.
-            literals = ", ".join("'" + str(p).replace("'", "''") + "'" for p in partitions)
+            literals = ", ".join("'" + str(p).replace("'", "''") + "'" for p in chosen)
             builder = builder.where(f"`{columns[0]}` IN ({literals})")
         self.spark.conf.set("spark.databricks.delta.optimize.maxFileSize", str(COMPACTED_FILE_BYTES))
         metrics = builder.executeCompaction().select("metrics.numFilesRemoved").collect()
@@ -367,11 +388,16 @@ class DeltaSparkTableStore(TableStore):
 
     def vacuum(self, name, *, retention_hours) -> int:
         path = self.path(name)
-        required_table(path)  # NoTableAt where there is none
+        # The files to delete, listed from the log and the table's directory by delta-rs (the
+        # rule VACUUM applies), rather than by a dry-run VACUUM: Spark's VACUUM then runs only
+        # where there is something to delete.
+        # Hadoop's local filesystem keeps a hidden checksum file beside each file Spark writes;
+        # VACUUM deletes it with its file and counts the file only.
+        doomed = [f for f in unreferenced_files(path, retention_hours) if not f.rsplit("/", 1)[-1].startswith(".")]
+        if not doomed:
+            return 0
         # Delta refuses a retention under its default (7 days) unless this check is off.
         self.spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
         quoted = path.replace("`", "``")
-        hours = float(retention_hours)
-        removed = self.spark.sql(f"VACUUM delta.`{quoted}` RETAIN {hours} HOURS DRY RUN").count()
-        self.spark.sql(f"VACUUM delta.`{quoted}` RETAIN {hours} HOURS")
-        return removed
+        self.spark.sql(f"VACUUM delta.`{quoted}` RETAIN {float(retention_hours)} HOURS")
+        return len(doomed)

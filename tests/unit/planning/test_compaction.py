@@ -5,6 +5,7 @@ import pytest
 from incremental_assets.planning.compaction import (
     OLDER_PARTITION_MIN_FILES,
     files_after_compaction,
+    merges_small_files,
     partitions_to_compact,
 )
 
@@ -56,3 +57,9 @@ def test_the_null_partition_is_left_to_whole_table_compaction():
 def test_a_target_that_is_not_positive_is_refused():
     with pytest.raises(ValueError, match="target_bytes=0"):
         partitions_to_compact({}, recent_from=RECENT, target_bytes=0)
+
+
+def test_compaction_merges_something_only_where_a_group_holds_two_small_files():
+    assert not merges_small_files([], TARGET)
+    assert not merges_small_files([[5 * MB], [7 * MB, 300 * MB], [TARGET, TARGET]], TARGET)
+    assert merges_small_files([[5 * MB], [300 * MB, 7 * MB, TARGET - 1]], TARGET)
