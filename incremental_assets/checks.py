@@ -5,7 +5,10 @@ In a run a check looks at what the run wrote (the range in its partition-range t
 launched on its own (the asset's Checks tab) it looks at the whole table.
 
 - `event_id_unique` (base_events, filtered_events) is computed inside the hourly step, before
-  it writes (`event_id_check`); its evaluations go through `evaluation_events` below.
+  it writes (`event_id_check`); its evaluations go through `evaluation_events` below, after the
+  step's outputs when it passes, each linked to its hour's materialization of the run
+  (`run_materializations`): Dagster shows a check's partition as passed or failed only when its
+  latest evaluation names the partition's latest materialization.
 - `end_after_start` (sessions_lifecycle_manifest): end_tstamp >= start_tstamp.
 - `rows_aggregated_plus_pending_equal_filtered` (daily_aggregates): for every event day,
   rows aggregated + rows pending = filtered rows (filtered_events_counts against
@@ -33,6 +36,7 @@ from dagster import (
     AssetCheckSeverity,
     AssetCheckSpec,
     AssetKey,
+    AssetRecordsFilter,
     MetadataValue,
     Output,
     asset_check,
@@ -92,15 +96,34 @@ def latest_materializations(context: AssetCheckExecutionContext) -> dict[AssetKe
             for key, record in latest.items() if record is not None}
 
 
-def evaluation_events(context: AssetCheckExecutionContext, outcomes_by_check: dict[AssetCheckKey, list[dict]]):
+def run_materializations(context, asset_keys) -> dict[tuple[AssetKey, str], CheckedMaterialization]:
+    """This run's materialization of each of its partitions of the assets, by (asset, partition),
+    one query per asset. Call it once the outputs are handled: their materializations are in the
+    event log then."""
+    op_context = context.op_execution_context
+    partitions = op_context.partition_keys
+    found = {}
+    for asset_key in asset_keys:
+        records = op_context.instance.fetch_materializations(
+            AssetRecordsFilter(asset_key=asset_key, asset_partitions=partitions), limit=len(partitions)).records
+        found.update({(asset_key, r.partition_key): CheckedMaterialization(
+            storage_id=r.storage_id, run_id=r.run_id, timestamp=r.timestamp)
+            for r in records if r.run_id == op_context.run_id})
+    return found
+
+
+def evaluation_events(context: AssetCheckExecutionContext, outcomes_by_check: dict[AssetCheckKey, list[dict]],
+                      materialized: dict[tuple[AssetKey, str], CheckedMaterialization] | None = None):
     """What AssetCheckResults become in a run: for each check, its output, then one evaluation per
     outcome (passed, metadata, description; optionally severity, and the partition it is about).
 
     In a partitioned run Dagster plans one evaluation per partition of the run for each
     partitioned check, and shows every one left without a result as skipped: an outcome about
     the whole asset is given to each of the run's partitions. Outside one, it is linked to the
-    asset's latest materialization; an outcome of a partition is not linked (finding each hour's
-    own would read every event of a ranged run)."""
+    asset's latest materialization. An outcome of a partition is linked to that partition's
+    materialization in `materialized` (`run_materializations`), if any: one the run did not
+    write (a blocked step's) is not the data the check looked at."""
+    materialized = materialized or {}
     op_context = context.op_execution_context
     assets_def = op_context.assets_def
     partitioned_run = op_context.has_partition_key or op_context.has_partition_key_range
@@ -111,8 +134,10 @@ def evaluation_events(context: AssetCheckExecutionContext, outcomes_by_check: di
         yield Output(None, output_name=assets_def.get_output_name_for_asset_check_key(key))
         spec = assets_def.get_spec_for_check_key(key)
         for outcome in outcomes:
-            if outcome.get("partition") or spec.partitions_def is None or not run_partitions:
-                targets = [(outcome, None if outcome.get("partition") else latest.get(key.asset_key))]
+            if outcome.get("partition"):
+                targets = [(outcome, materialized.get((key.asset_key, outcome["partition"])))]
+            elif spec.partitions_def is None or not run_partitions:
+                targets = [(outcome, latest.get(key.asset_key))]
             else:
                 targets = [({**outcome, "partition": partition}, None) for partition in run_partitions]
             for evaluated, target in targets:

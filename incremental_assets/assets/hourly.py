@@ -1,7 +1,8 @@
 """The load-hour assets: base_events, sessions_lifecycle_manifest, quarantined_sessions and
 filtered_events, materialized together by one step (`steps.hourly`) for a range of closed load
-hours: one claim and one close for all four, one source read. This module hands the step's
-check results and what it wrote for each asset to Dagster.
+hours: one claim and one close for all four, one source read. This module hands what the step
+wrote for each asset to Dagster, then the step's check results, each naming its hour's
+materialization (a refused step's results alone, with nothing written).
 """
 
 from datetime import datetime
@@ -19,7 +20,7 @@ from incremental_assets.assets.common import (
     settings_metadata,
     table_metadata,
 )
-from incremental_assets.checks import evaluation_events
+from incremental_assets.checks import evaluation_events, run_materializations
 from incremental_assets.names import (
     APP_IDS_TAG,
     APPLIED_PLAN_TAG,
@@ -36,7 +37,12 @@ from incremental_assets.operator.plans import record_observed_plan
 from incremental_assets.partitions import hourly_partitions, hours_per_run
 from incremental_assets.planning.app_units import split
 from incremental_assets.planning.hours import hour_key, hours_between
-from incremental_assets.steps.event_id_check import EVENT_ID_CHECK_SPECS, DuplicateEventIdsError, outcomes_by_check
+from incremental_assets.steps.event_id_check import (
+    CHECKED_TABLES,
+    EVENT_ID_CHECK_SPECS,
+    DuplicateEventIdsError,
+    outcomes_by_check,
+)
 from incremental_assets.steps.hourly import HourlyOutcome, run_hourly_step
 from incremental_assets.steps.hourly_compute import HourFigures
 from resources.manifest_io_manager import StepOutput
@@ -87,11 +93,15 @@ def hourly_assets(context: AssetExecutionContext, warehouse: WarehouseResource):
     try:
         done = run_hourly_step(context, warehouse, app_ids, context.run.tags.get(RUN_LIMITS_TAG, "manual run"))
     except DuplicateEventIdsError as refused:
+        # Nothing materialized: the failed evaluations show on their hours, linked to nothing.
         yield from evaluation_events(context, outcomes_by_check(refused.counts, hours))
         raise
-    yield from evaluation_events(context, outcomes_by_check(done.copies, hours))
     _add_hour_metadata(context, done.figures, app_ids)
     yield from _outputs(context, warehouse, done)
+    # After the outputs, whose materializations are logged by now: each hour's evaluation names
+    # its hour's, which the UI needs to show the check's partition as passed.
+    materialized = run_materializations(context, [AssetKey(table) for table in CHECKED_TABLES])
+    yield from evaluation_events(context, outcomes_by_check(done.copies, hours), materialized)
 
 
 def _record_applied_plan(context: AssetExecutionContext, warehouse: WarehouseResource) -> None:

@@ -1,17 +1,21 @@
 """What a run over several load hours stores on each hour's materialization: the hour's own
 figures and the run's state on every partition; the column schema, the settings, the preview
 and the step's totals, the same for every hour of the run, once, on the last partition, which
-is the asset's latest materialization (where the UI reads an asset's columns from)."""
+is the asset's latest materialization (where the UI reads an asset's columns from). Each hour's
+event_id check evaluates that hour's materialization, so the check's partitions show passed."""
 
 from __future__ import annotations
 
 import pytest
-from dagster import AssetKey, DagsterInstance
+from dagster import AssetCheckKey, AssetKey, DagsterInstance
+from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionResolvedStatus
 
 from incremental_assets.names import BASE_EVENTS, FILTERED_EVENTS, HOURLY_JOB, LIFECYCLE, QUARANTINED
+from incremental_assets.partitions import hourly_partitions
 from incremental_assets.planning.default_attributes import DEFAULT_ATTRIBUTES
 from incremental_assets.runner import execute_job
 from incremental_assets.settings import Settings
+from incremental_assets.steps.event_id_check import CHECK_NAME, CHECKED_TABLES
 from tests.delta_reads import read_table
 from tests.reliability.helpers import use_settings, write_source
 
@@ -29,13 +33,22 @@ ONCE_PER_RUN = {
 EVERY_PARTITION = {"run_limits", "run_state", "rules_digest", "table_version"}
 
 
-def test_a_ranged_run_stores_what_is_the_same_for_every_hour_once(spark, tmp_path, monkeypatch):
-    write_source(spark, tmp_path / "lake", hours=range(len(HOURS)))  # two events an hour
-    use_settings(monkeypatch, str(tmp_path / "lake"), tmp_path / "warehouse")
-    instance = DagsterInstance.ephemeral()
-    run = execute_job(HOURLY_JOB, instance=instance, partitions=(HOURS[0], HOURS[-1]), echo=print)
-    assert run.success, run.failures
+@pytest.fixture(scope="module")
+def ranged_run(spark, tmp_path_factory):
+    """One hourly run over HOURS (two events an hour), shared by the tests that read what it
+    stored; the settings stay in the environment while they run."""
+    tmp_path = tmp_path_factory.mktemp("ranged_run")
+    with pytest.MonkeyPatch.context() as mp:
+        write_source(spark, tmp_path / "lake", hours=range(len(HOURS)))
+        use_settings(mp, str(tmp_path / "lake"), tmp_path / "warehouse")
+        instance = DagsterInstance.ephemeral()
+        run = execute_job(HOURLY_JOB, instance=instance, partitions=(HOURS[0], HOURS[-1]), echo=print)
+        assert run.success, run.failures
+        yield instance, run
 
+
+def test_a_ranged_run_stores_what_is_the_same_for_every_hour_once(ranged_run):
+    instance, _ = ranged_run
     written = read_table(Settings.load().table_path(BASE_EVENTS)).num_rows
     for asset, once in ONCE_PER_RUN.items():
         records = instance.fetch_materializations(AssetKey(asset), limit=100).records
@@ -73,6 +86,28 @@ def test_a_ranged_run_stores_what_is_the_same_for_every_hour_once(spark, tmp_pat
         written = DeltaTable(Settings.load().table_path(table))
         assert metadata["table_version"].value == written.version(), table
         assert metadata["dagster/row_count"].value == read_table(Settings.load().table_path(table)).num_rows > 0, table
+
+
+def test_each_hour_check_evaluates_that_hour_materialization_so_its_partition_shows_passed(ranged_run):
+    instance, run = ranged_run
+    for table in CHECKED_TABLES:
+        key = AssetCheckKey(AssetKey(table), CHECK_NAME)
+        materialized = {r.asset_materialization.partition: r.storage_id
+                        for r in instance.fetch_materializations(AssetKey(table), limit=100).records
+                        if r.run_id == run.run_id}
+        assert sorted(materialized) == HOURS, table
+        executions = instance.event_log_storage.get_asset_check_execution_history(key, limit=100)
+        evaluated = {e.partition: e.event.dagster_event.event_specific_data for e in executions}
+        assert sorted(evaluated) == HOURS, (table, sorted(evaluated))
+        for hour, evaluation in evaluated.items():
+            target = evaluation.target_materialization_data
+            assert evaluation.passed, (table, hour)
+            assert target is not None and (target.storage_id, target.run_id) == (materialized[hour], run.run_id), \
+                (table, hour, target)
+        # What the check's Partitions tab shows (the UI asks the instance for this state).
+        state = instance.event_log_storage.get_asset_check_state([(key, hourly_partitions)])[key]
+        passed = state.subsets[AssetCheckExecutionResolvedStatus.SUCCEEDED].subset_value
+        assert sorted(passed.get_partition_keys()) == HOURS, (table, sorted(passed.get_partition_keys()))
 
 
 def test_attributes_show_each_declared_attribute_its_definition_and_version(spark, tmp_path, monkeypatch):
