@@ -13,7 +13,7 @@ from datetime import date, datetime, timedelta, timezone
 
 import pyarrow as pa
 import pytest
-from dagster import DagsterEventType, DagsterRunStatus, build_sensor_context
+from dagster import AssetRecordsFilter, DagsterEventType, DagsterRunStatus, build_sensor_context
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 from deltalake import DeltaTable, write_deltalake
 
@@ -399,13 +399,19 @@ def execute(job_name: str, instance, request) -> object:
     failed_checks = [(c.asset_key.path[-1], c.check_name, c.metadata) for c in evaluations if not c.passed]
     assert not failed_checks
     # A result about a whole asset this run wrote is linked to the run's materialization (the UI
-    # shows it beside that materialization); an hour's result is not linked to any.
+    # shows it beside that materialization); an hour's event_id result to that hour's
+    # materialization of the run; another hour's result (a whole-asset outcome given to each
+    # hour of the run) to none.
     written = {r.asset_key for r in instance.get_records_for_run(
         result.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION).records}
     for c in evaluations:
         target = c.target_materialization_data
-        if c.partition is not None:
+        if c.partition is not None and c.check_name != "event_id_unique":
             assert target is None
+        elif c.partition is not None:  # the index's materialization of the hour, as the UI compares
+            [hour] = instance.fetch_materializations(
+                AssetRecordsFilter(c.asset_key, asset_partitions=[c.partition]), limit=1).records
+            assert (target.run_id, target.storage_id) == (result.run_id, hour.storage_id), (c.asset_key, c.partition)
         elif c.asset_key in written:  # (on SQLite a run's own event ids are not the index's: compare the index's)
             [latest] = instance.fetch_materializations(c.asset_key, limit=1).records
             assert (target.run_id, target.storage_id) == (result.run_id, latest.storage_id), (c.asset_key, c.check_name)
