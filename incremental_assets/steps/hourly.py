@@ -138,10 +138,11 @@ def _commit(step: StepTransaction, warehouse: WarehouseResource, results: Hourly
     source_rows = sum(f.read for f in figures.values())  # the cost model's (`planning.estimates`)
     # An hour's rows are few: the table store may collect them rather than stage files.
     small = source_rows <= rows_collected_at_most(len(results.kept.columns))
-    spark, settings, now = warehouse.spark, warehouse.settings, datetime.now(timezone.utc)
+    spark, settings = warehouse.spark, warehouse.settings
+    run_again = {"digest": settings.rules_digest(), "run_id": run_id, "now": datetime.now(timezone.utc)}
     if app_ids is not None:
-        step.merge(HOUR_LEDGER, hour_ledger.run_again_rows(spark, hours_between(start, end), run_id=run_id, now=now,
-                                                           digest=settings.rules_digest()), keys=LEDGER_KEY, small=True)
+        step.merge(HOUR_LEDGER, hour_ledger.run_again_rows(spark, hours_between(start, end), **run_again),
+                   keys=LEDGER_KEY, small=True)
     step.replace(EVENT_COPIES, results.copies, rows=[RowRange("load_tstamp", start, end)],
                  partition_by=TABLE_PARTITIONS[EVENT_COPIES], small=small)
     step.replace(REJECTED_EVENTS, results.rejected, rows=[RowRange("load_hour_tstamp", start, end, **within)],
@@ -160,8 +161,8 @@ def _commit(step: StepTransaction, warehouse: WarehouseResource, results: Hourly
     if results.refiltered:
         step.delete(SESSIONS_TO_REFILTER, column="append_id", values=results.refiltered)
     if results.revived:
-        step.merge(HOUR_LEDGER, hour_ledger.run_again_rows(spark, results.revived, run_id=run_id, now=now,
-                                                           digest=settings.rules_digest()), keys=LEDGER_KEY, small=True)
+        step.merge(HOUR_LEDGER, hour_ledger.run_again_rows(spark, results.revived, **run_again),
+                   keys=LEDGER_KEY, small=True)
     step.close({"limits": limits, "source_rows": source_rows})
     step.replace(HOUR_LEDGER, hour_ledger.processed_rows(
         spark, settings, hours_between(start, end), snapshot=results.snapshot, read_at=results.read_at, run_id=run_id,
